@@ -1,0 +1,94 @@
+//! Builds the policy guests for `wasm32-wasip2` so the host can embed the
+//! default policy and its tests can load the others, with no manual step.
+//!
+//! The guests are compiled by a nested `cargo build` into `target/guests`
+//! (a separate target directory, so it never waits on the lock the outer
+//! build holds). The toolchain file at the repository root pins the toolchain
+//! and lists the `wasm32-wasip2` target, so rustup installs it on first use.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Guest crates built here; the first is embedded as the default policy.
+const GUESTS: &[&str] = &["default-policy", "image-tag-guardrail", "misbehaving-policy"];
+const WASM_TARGET: &str = "wasm32-wasip2";
+const GUEST_PROFILE: &str = "guest";
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let workspace = manifest_dir.parent().expect("host/ sits inside the workspace").to_path_buf();
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+
+    for watched in ["guests", "wit", "Cargo.toml", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+    }
+    println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+
+    let target_root = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target"));
+    let guest_target_dir = target_root.join("guests");
+
+    build_guests(&workspace, &guest_target_dir);
+
+    let built = guest_target_dir.join(WASM_TARGET).join(GUEST_PROFILE);
+    let guest_dir = out_dir.join("guests");
+    std::fs::create_dir_all(&guest_dir).expect("create OUT_DIR/guests");
+    for guest in GUESTS {
+        let file = format!("{}.wasm", guest.replace('-', "_"));
+        let from = built.join(&file);
+        let to = guest_dir.join(format!("{guest}.wasm"));
+        std::fs::copy(&from, &to)
+            .unwrap_or_else(|error| panic!("copy {} to {}: {error}", from.display(), to.display()));
+    }
+    println!("cargo:rustc-env=RADWASM_GUEST_DIR={}", guest_dir.display());
+    println!(
+        "cargo:rustc-env=RADWASM_DEFAULT_POLICY_WASM={}",
+        guest_dir.join("default-policy.wasm").display()
+    );
+}
+
+fn build_guests(workspace: &Path, target_dir: &Path) {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(workspace)
+        .arg("build")
+        .arg("--target")
+        .arg(WASM_TARGET)
+        .arg("--profile")
+        .arg(GUEST_PROFILE)
+        .arg("--target-dir")
+        .arg(target_dir);
+    for guest in GUESTS {
+        command.arg("-p").arg(guest);
+    }
+    // The outer build's settings are for the host target; none of them may
+    // leak into the wasm build (clippy's wrapper, host RUSTFLAGS, jobserver).
+    for variable in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_MAKEFLAGS",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_LLVM_COV",
+        "LLVM_PROFILE_FILE",
+    ] {
+        command.env_remove(variable);
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("could not run cargo to build the policy guests: {error}"));
+    if !output.status.success() {
+        panic!(
+            "building the policy guests for {WASM_TARGET} failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! Custom resource types: owned by the CRD work.

@@ -1,0 +1,11 @@
+//! radwasm: a Kubernetes controller host for Radius `DeploymentTemplate`s whose
+//! reconcile policy runs in sandboxed WebAssembly components.
+//!
+//! Map of the crate: [`policy`] runs guests, [`radius`] talks to Radius,
+//! [`crd`] holds the custom resource types, [`cli`] is the command line.
+
+// pub mod cli; (enabled once the case format lands)
+pub mod crd;
+pub mod policy;
+pub mod radius;
+pub mod telemetry;

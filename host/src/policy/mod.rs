@@ -1,0 +1,14 @@
+//! The wasm policy runtime: loading and validating guests, running one
+//! decision per fresh sandboxed instance, and converting between the JSON
+//! model and the WIT contract.
+
+pub mod bindings;
+mod convert;
+pub mod embedded;
+mod runtime;
+mod sandbox;
+pub mod validate;
+
+pub use runtime::{Decision, DecisionError, Limits, LoadedPolicy, PolicyEngine};
+pub use sandbox::{GuestLog, LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOG_MESSAGES};
+pub use validate::{LoadError, Worlds};

@@ -1,0 +1,439 @@
+//! The wasm policy runtime: one long-lived [`PolicyEngine`] compiles guests
+//! once; each [`LoadedPolicy`] keeps an `InstancePre`; every decision runs in a
+//! fresh store from the pooling allocator with a fuel budget and a memory cap.
+//!
+//! A trap, an exhausted fuel budget or a memory-cap hit fails that one decision
+//! with a [`DecisionError`]; it never panics or hangs the host.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use radwasm_policy_model as model;
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+
+use super::bindings::Policy;
+use super::bindings::exports::radapp::policy::{metadata, resource_policy, template_policy};
+use super::sandbox::{GuestLog, SandboxState};
+use super::validate::{self, LoadError, Worlds};
+use super::convert;
+
+/// Sandbox limits applied to every decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel (roughly, wasm instructions) one decision may use.
+    pub fuel: u64,
+    /// Bytes of linear memory one guest instance may grow to.
+    pub memory_bytes: usize,
+    /// Decisions that may run at the same time (pooling allocator slots).
+    pub concurrent_decisions: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            // A default-policy decision uses well under a million units.
+            fuel: 50_000_000,
+            memory_bytes: 64 << 20,
+            concurrent_decisions: 64,
+        }
+    }
+}
+
+/// Why one decision failed. The host reports it on that object only.
+#[derive(Debug, thiserror::Error)]
+pub enum DecisionError {
+    #[error("policy {policy} does not decide for {kind} objects (it implements {worlds})")]
+    KindNotSupported {
+        policy: String,
+        kind: &'static str,
+        worlds: Worlds,
+    },
+    #[error("policy {policy} used its whole CPU budget ({fuel} fuel) without deciding")]
+    OutOfFuel { policy: String, fuel: u64 },
+    #[error("policy {policy} tried to grow its memory past the {limit_bytes}-byte cap")]
+    MemoryLimit { policy: String, limit_bytes: usize },
+    #[error("policy {policy} trapped: {detail}")]
+    Trap { policy: String, detail: String },
+    #[error("policy {policy} could not be instantiated: {detail}")]
+    Instantiate { policy: String, detail: String },
+    #[error("policy {policy} refused to decide: {error}")]
+    Policy {
+        policy: String,
+        error: model::PolicyError,
+    },
+}
+
+impl DecisionError {
+    /// A short, stable name for metrics labels and status reasons.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            DecisionError::KindNotSupported { .. } => "KindNotSupported",
+            DecisionError::OutOfFuel { .. } => "OutOfFuel",
+            DecisionError::MemoryLimit { .. } => "MemoryLimit",
+            DecisionError::Trap { .. } => "Trap",
+            DecisionError::Instantiate { .. } => "Instantiate",
+            DecisionError::Policy { .. } => "PolicyError",
+        }
+    }
+}
+
+/// A plan with what the guest logged and the fuel it used.
+#[derive(Debug, Clone)]
+pub struct Decision<P> {
+    pub plan: P,
+    pub logs: Vec<GuestLog>,
+    /// Log messages past the per-decision cap, counted but not kept.
+    pub dropped_logs: usize,
+    pub fuel_used: u64,
+}
+
+/// The shared wasmtime engine, linker and compiled-component cache.
+#[derive(Clone)]
+pub struct PolicyEngine {
+    inner: Arc<EngineInner>,
+}
+
+struct EngineInner {
+    engine: Engine,
+    linker: Linker<SandboxState>,
+    limits: Limits,
+    /// Compiled components by the SHA-256 of their bytes.
+    compiled: Mutex<HashMap<String, Component>>,
+}
+
+impl PolicyEngine {
+    /// An engine with the given sandbox limits.
+    pub fn new(limits: Limits) -> anyhow::Result<Self> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(limits.concurrent_decisions)
+            .total_core_instances(limits.concurrent_decisions * 8)
+            .max_core_instances_per_component(16)
+            .total_memories(limits.concurrent_decisions * 2)
+            .max_memories_per_component(4)
+            .total_tables(limits.concurrent_decisions * 8)
+            .max_tables_per_component(16)
+            .total_stacks(limits.concurrent_decisions)
+            .max_memory_size(limits.memory_bytes);
+
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .consume_fuel(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(|error| anyhow::anyhow!("creating the wasm engine: {error}"))?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|error| anyhow::anyhow!("linking WASI: {error}"))?;
+        Policy::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |state| state)
+            .map_err(|error| anyhow::anyhow!("linking the policy log import: {error}"))?;
+
+        Ok(Self {
+            inner: Arc::new(EngineInner {
+                engine,
+                linker,
+                limits,
+                compiled: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The limits every decision runs under.
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// Load a policy from a `.wasm` file.
+    pub fn load_file(&self, path: &Path) -> Result<LoadedPolicy, LoadError> {
+        let bytes = std::fs::read(path).map_err(|error| LoadError::Read {
+            source_name: path.display().to_string(),
+            detail: error.to_string(),
+        })?;
+        self.load_bytes(&path.display().to_string(), &bytes)
+    }
+
+    /// Load a policy from component bytes; `source_name` names it in errors.
+    pub fn load_bytes(&self, source_name: &str, bytes: &[u8]) -> Result<LoadedPolicy, LoadError> {
+        validate::check_binary_kind(source_name, bytes)?;
+        let digest = hex::encode(Sha256::digest(bytes));
+        let component = self.compile(source_name, &digest, bytes)?;
+        let worlds = validate::check_component(source_name, &self.inner.engine, &component)?;
+
+        let instance_pre = self
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|error| LoadError::Link {
+                source_name: source_name.to_string(),
+                detail: format!("{error:#}"),
+            })?;
+        let incompatible = |error: wasmtime::Error| LoadError::Incompatible {
+            source_name: source_name.to_string(),
+            detail: format!("{error:#}"),
+        };
+        let metadata = metadata::GuestIndices::new(&instance_pre).map_err(incompatible)?;
+        let template = if worlds.template {
+            Some(template_policy::GuestIndices::new(&instance_pre).map_err(incompatible)?)
+        } else {
+            None
+        };
+        let resource = if worlds.resource {
+            Some(resource_policy::GuestIndices::new(&instance_pre).map_err(incompatible)?)
+        } else {
+            None
+        };
+
+        let mut policy = LoadedPolicy {
+            inner: Arc::new(LoadedInner {
+                engine: self.clone(),
+                source_name: source_name.to_string(),
+                digest,
+                worlds,
+                description: model::Description {
+                    name: source_name.to_string(),
+                    version: String::new(),
+                    summary: String::new(),
+                    annotations: Vec::new(),
+                },
+                instance_pre,
+                metadata,
+                template,
+                resource,
+            }),
+        };
+        // Validate at load time, not on first use: `describe` must answer
+        // within the sandbox limits.
+        let description = policy.call_describe().map_err(|error| LoadError::Describe {
+            source_name: source_name.to_string(),
+            detail: error.to_string(),
+        })?;
+        if let Some(inner) = Arc::get_mut(&mut policy.inner) {
+            inner.description = description;
+        }
+        Ok(policy)
+    }
+
+    fn compile(&self, source_name: &str, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+        if let Some(component) = self.cached(digest) {
+            return Ok(component);
+        }
+        let component = Component::new(&self.inner.engine, bytes).map_err(|error| LoadError::Compile {
+            source_name: source_name.to_string(),
+            detail: format!("{error:#}"),
+        })?;
+        if let Ok(mut cache) = self.inner.compiled.lock() {
+            cache.insert(digest.to_string(), component.clone());
+        }
+        Ok(component)
+    }
+
+    fn cached(&self, digest: &str) -> Option<Component> {
+        self.inner.compiled.lock().ok()?.get(digest).cloned()
+    }
+
+    fn new_store(&self) -> Result<Store<SandboxState>, wasmtime::Error> {
+        let mut store = Store::new(&self.inner.engine, SandboxState::new(self.inner.limits.memory_bytes));
+        store.limiter(|state| state);
+        store.set_fuel(self.inner.limits.fuel)?;
+        Ok(store)
+    }
+}
+
+/// A validated, compiled policy ready to decide. Cheap to clone.
+#[derive(Clone)]
+pub struct LoadedPolicy {
+    inner: Arc<LoadedInner>,
+}
+
+struct LoadedInner {
+    engine: PolicyEngine,
+    source_name: String,
+    digest: String,
+    worlds: Worlds,
+    description: model::Description,
+    instance_pre: InstancePre<SandboxState>,
+    metadata: metadata::GuestIndices,
+    template: Option<template_policy::GuestIndices>,
+    resource: Option<resource_policy::GuestIndices>,
+}
+
+impl LoadedPolicy {
+    /// What the guest's `describe` said at load time.
+    pub fn description(&self) -> &model::Description {
+        &self.inner.description
+    }
+
+    /// SHA-256 of the component bytes, hex.
+    pub fn digest(&self) -> &str {
+        &self.inner.digest
+    }
+
+    /// Where the policy was loaded from.
+    pub fn source_name(&self) -> &str {
+        &self.inner.source_name
+    }
+
+    /// Which worlds of the contract the guest implements.
+    pub fn worlds(&self) -> Worlds {
+        self.inner.worlds
+    }
+
+    /// `name@version`, as shown in status and logs.
+    pub fn display_name(&self) -> String {
+        let description = self.description();
+        if description.version.is_empty() {
+            description.name.clone()
+        } else {
+            format!("{}@{}", description.name, description.version)
+        }
+    }
+
+    fn call_describe(&self) -> Result<model::Description, DecisionError> {
+        let (result, _) = self.run(|store, instance| {
+            let guest = self.inner.metadata.load(&mut *store, instance)?;
+            guest.call_describe(&mut *store)
+        })?;
+        Ok(convert::description(result))
+    }
+
+    /// Decide for one `DeploymentTemplate`.
+    pub fn decide_template(
+        &self,
+        observation: &model::TemplateObservation,
+    ) -> Result<Decision<model::TemplatePlan>, DecisionError> {
+        let indices = self.inner.template.as_ref().ok_or_else(|| self.unsupported("DeploymentTemplate"))?;
+        let input = convert::template_observation(observation);
+        let (result, state) = self.run(|store, instance| {
+            let guest = indices.load(&mut *store, instance)?;
+            guest.call_decide(&mut *store, &input)
+        })?;
+        self.finish(result.map(convert::template_plan), state)
+    }
+
+    /// Decide for one `DeploymentResource`.
+    pub fn decide_resource(
+        &self,
+        observation: &model::ResourceObservation,
+    ) -> Result<Decision<model::ResourcePlan>, DecisionError> {
+        let indices = self.inner.resource.as_ref().ok_or_else(|| self.unsupported("DeploymentResource"))?;
+        let input = convert::resource_observation(observation);
+        let (result, state) = self.run(|store, instance| {
+            let guest = indices.load(&mut *store, instance)?;
+            guest.call_decide(&mut *store, &input)
+        })?;
+        self.finish(result.map(convert::resource_plan), state)
+    }
+
+    /// Decide for an observation of either kind.
+    pub fn decide(&self, observation: &model::Observation) -> Result<Decision<model::Plan>, DecisionError> {
+        match observation {
+            model::Observation::DeploymentTemplate(observation) => {
+                let decision = self.decide_template(observation)?;
+                Ok(Decision {
+                    plan: model::Plan::DeploymentTemplate(decision.plan),
+                    logs: decision.logs,
+                    dropped_logs: decision.dropped_logs,
+                    fuel_used: decision.fuel_used,
+                })
+            }
+            model::Observation::DeploymentResource(observation) => {
+                let decision = self.decide_resource(observation)?;
+                Ok(Decision {
+                    plan: model::Plan::DeploymentResource(decision.plan),
+                    logs: decision.logs,
+                    dropped_logs: decision.dropped_logs,
+                    fuel_used: decision.fuel_used,
+                })
+            }
+        }
+    }
+
+    fn unsupported(&self, kind: &'static str) -> DecisionError {
+        DecisionError::KindNotSupported {
+            policy: self.display_name(),
+            kind,
+            worlds: self.inner.worlds,
+        }
+    }
+
+    /// Instantiate in a fresh store, run `call`, and classify any failure.
+    fn run<R>(
+        &self,
+        call: impl FnOnce(&mut Store<SandboxState>, &wasmtime::component::Instance) -> wasmtime::Result<R>,
+    ) -> Result<(R, FinishedStore), DecisionError> {
+        let engine = &self.inner.engine;
+        let mut store = engine.new_store().map_err(|error| DecisionError::Instantiate {
+            policy: self.display_name(),
+            detail: format!("{error:#}"),
+        })?;
+        let instance = match self.inner.instance_pre.instantiate(&mut store) {
+            Ok(instance) => instance,
+            Err(error) => return Err(self.classify(&store, error, true)),
+        };
+        match call(&mut store, &instance) {
+            Ok(result) => {
+                let fuel_left = store.get_fuel().unwrap_or(0);
+                let state = store.into_data();
+                Ok((
+                    result,
+                    FinishedStore {
+                        fuel_used: engine.limits().fuel.saturating_sub(fuel_left),
+                        logs: state.logs,
+                        dropped_logs: state.dropped_logs,
+                    },
+                ))
+            }
+            Err(error) => Err(self.classify(&store, error, false)),
+        }
+    }
+
+    fn classify(&self, store: &Store<SandboxState>, error: wasmtime::Error, instantiating: bool) -> DecisionError {
+        let policy = self.display_name();
+        if store.data().memory_limit_hit {
+            return DecisionError::MemoryLimit {
+                policy,
+                limit_bytes: self.inner.engine.limits().memory_bytes,
+            };
+        }
+        if let Some(Trap::OutOfFuel) = error.downcast_ref::<Trap>() {
+            return DecisionError::OutOfFuel {
+                policy,
+                fuel: self.inner.engine.limits().fuel,
+            };
+        }
+        let detail = format!("{error:#}");
+        if instantiating {
+            DecisionError::Instantiate { policy, detail }
+        } else {
+            DecisionError::Trap { policy, detail }
+        }
+    }
+
+    fn finish<P>(
+        &self,
+        result: Result<P, super::bindings::radapp::policy::types::PolicyError>,
+        state: FinishedStore,
+    ) -> Result<Decision<P>, DecisionError> {
+        match result {
+            Ok(plan) => Ok(Decision {
+                plan,
+                logs: state.logs,
+                dropped_logs: state.dropped_logs,
+                fuel_used: state.fuel_used,
+            }),
+            Err(error) => Err(DecisionError::Policy {
+                policy: self.display_name(),
+                error: convert::policy_error(error),
+            }),
+        }
+    }
+}
+
+struct FinishedStore {
+    fuel_used: u64,
+    logs: Vec<GuestLog>,
+    dropped_logs: usize,
+}

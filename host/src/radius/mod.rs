@@ -1,0 +1,1 @@
+//! Radius (UCP) client: owned by the Radius I/O work (issue 3).

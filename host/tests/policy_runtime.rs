@@ -1,0 +1,209 @@
+//! The policy runtime against real guests: the embedded default policy, the
+//! example guardrail, and a misbehaving guest that loops, allocates without
+//! bound, traps, floods the log and reads the clock.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use radwasm::policy::{DecisionError, Limits, LoadError, PolicyEngine, embedded};
+use radwasm_policy_model::{
+    ObjectMeta, TemplateAction, TemplateObservation, TemplatePhase,
+};
+
+fn guest(name: &str) -> PathBuf {
+    PathBuf::from(env!("RADWASM_GUEST_DIR")).join(format!("{name}.wasm"))
+}
+
+fn engine() -> PolicyEngine {
+    PolicyEngine::new(Limits {
+        fuel: 20_000_000,
+        memory_bytes: 16 << 20,
+        concurrent_decisions: 8,
+    })
+    .expect("engine")
+}
+
+fn template(name: &str, annotations: &[(&str, &str)]) -> TemplateObservation {
+    TemplateObservation {
+        meta: ObjectMeta {
+            name: name.to_string(),
+            namespace: "default".to_string(),
+            uid: format!("uid-{name}"),
+            generation: 1,
+            annotations: annotations
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+            ..ObjectMeta::default()
+        },
+        spec_hash: "hash-1".to_string(),
+        ..TemplateObservation::default()
+    }
+}
+
+fn misbehaving(mode: &str) -> TemplateObservation {
+    template("bad", &[("radwasm.test/misbehave", mode)])
+}
+
+#[test]
+fn the_embedded_default_policy_loads_and_describes_itself() {
+    let engine = engine();
+    let policy = embedded::load_default(&engine).expect("default policy loads");
+    assert_eq!(policy.description().name, "default");
+    assert!(policy.worlds().template && policy.worlds().resource);
+    let annotations: Vec<&str> = policy.description().annotations.iter().map(|a| a.name.as_str()).collect();
+    for expected in ["radapp.io/reconcile-policy", "radapp.io/hold", "radapp.io/depends-on"] {
+        assert!(annotations.contains(&expected), "{expected} missing from {annotations:?}");
+    }
+    assert_eq!(policy.digest().len(), 64);
+}
+
+#[test]
+fn a_new_template_first_gets_the_finalizer() {
+    let engine = engine();
+    let policy = embedded::load_default(&engine).expect("default policy loads");
+    let decision = policy.decide_template(&template("app", &[])).expect("decides");
+    assert_eq!(decision.plan.actions.first(), Some(&TemplateAction::AddFinalizer));
+    assert!(decision.fuel_used > 0);
+}
+
+#[test]
+fn a_guest_that_loops_forever_runs_out_of_fuel_and_the_host_carries_on() {
+    let engine = engine();
+    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
+    let error = policy.decide_template(&misbehaving("loop")).expect_err("must not finish");
+    assert!(matches!(error, DecisionError::OutOfFuel { .. }), "{error}");
+    assert!(error.to_string().contains("CPU budget"), "{error}");
+    // The same policy and engine still decide for a well-behaved object.
+    policy.decide_template(&template("fine", &[])).expect("next decision works");
+}
+
+#[test]
+fn a_guest_that_allocates_without_bound_hits_the_memory_cap() {
+    let engine = engine();
+    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
+    let error = policy.decide_template(&misbehaving("allocate")).expect_err("must hit the cap");
+    assert!(matches!(error, DecisionError::MemoryLimit { limit_bytes, .. } if limit_bytes == 16 << 20), "{error}");
+    policy.decide_template(&template("fine", &[])).expect("next decision works");
+}
+
+#[test]
+fn a_trap_fails_that_decision_only() {
+    let engine = engine();
+    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
+    let error = policy.decide_template(&misbehaving("trap")).expect_err("traps");
+    assert!(matches!(error, DecisionError::Trap { .. }), "{error}");
+    let default = embedded::load_default(&engine).expect("default loads");
+    default.decide_template(&template("app", &[])).expect("other policies unaffected");
+}
+
+#[test]
+fn a_policy_error_is_reported_with_its_code() {
+    let engine = engine();
+    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
+    match policy.decide_template(&misbehaving("error")) {
+        Err(DecisionError::Policy { error, .. }) => assert!(!error.code.is_empty()),
+        other => panic!("expected a policy error, got {other:?}"),
+    }
+}
+
+#[test]
+fn guest_logging_is_capped_per_decision() {
+    let engine = engine();
+    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
+    let decision = policy.decide_template(&misbehaving("log-flood")).expect("decides");
+    assert_eq!(decision.logs.len(), radwasm::policy::MAX_LOG_MESSAGES);
+    assert!(decision.dropped_logs > 0);
+}
+
+#[test]
+fn clocks_and_randomness_are_deterministic_so_decisions_replay() {
+    let engine = engine();
+    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
+    let first = policy.decide_template(&misbehaving("clock")).expect("decides");
+    let second = policy.decide_template(&misbehaving("clock")).expect("decides");
+    assert_eq!(first.plan, second.plan, "same observation, same plan");
+    let text = serde_json::to_string(&first.plan).expect("serialises");
+    assert!(text.contains("1577836800"), "the guest sees the fixed clock: {text}");
+}
+
+#[test]
+fn decisions_run_concurrently_from_many_threads() {
+    let engine = engine();
+    let policy = embedded::load_default(&engine).expect("default policy loads");
+    std::thread::scope(|scope| {
+        for thread in 0..4 {
+            let policy = policy.clone();
+            scope.spawn(move || {
+                for round in 0..25 {
+                    let observation = template(&format!("app-{thread}-{round}"), &[]);
+                    policy.decide_template(&observation).expect("decides");
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn the_guardrail_fails_a_latest_image_and_the_default_does_not() {
+    let engine = engine();
+    let guardrail = engine.load_file(&guest("image-tag-guardrail")).expect("guardrail loads");
+    let default = embedded::load_default(&engine).expect("default loads");
+    let mut observation = template("app", &[]);
+    observation.meta.finalizers = vec![radwasm_policy_model::TEMPLATE_FINALIZER.to_string()];
+    observation.spec.template = serde_json::json!({
+        "resources": {
+            "frontend": {
+                "type": "Applications.Core/containers@2023-10-01-preview",
+                "properties": {"name": "frontend", "container": {"image": "nginx:latest"}}
+            }
+        }
+    })
+    .to_string();
+    observation.spec.parameters = "{}".to_string();
+    observation.spec.provider_config = serde_json::json!({
+        "radius": {"type": "Radius", "value": {"scope": "/planes/radius/local/resourceGroups/default"}}
+    })
+    .to_string();
+
+    let guarded = guardrail.decide_template(&observation).expect("decides");
+    let failed = guarded.plan.actions.iter().any(|action| {
+        matches!(action, TemplateAction::SetStatus(update)
+            if update.phase == Some(TemplatePhase::Failed)
+                && update.message.as_deref().is_some_and(|m| m.contains("nginx:latest")))
+    });
+    assert!(failed, "guardrail must fail the template: {:?}", guarded.plan);
+
+    let plain = default.decide_template(&observation).expect("decides");
+    assert!(
+        plain.plan.actions.iter().any(|action| matches!(action, TemplateAction::StartDeployment(_))),
+        "the default policy deploys it: {:?}",
+        plain.plan
+    );
+}
+
+#[test]
+fn bad_files_give_one_clear_error_naming_the_file() {
+    let engine = engine();
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    let core = dir.path().join("core.wasm");
+    std::fs::write(&core, wat::parse_str("(module)").expect("wat")).expect("write");
+    let error = engine.load_file(&core).err().expect("core module rejected");
+    assert!(matches!(error, LoadError::CoreModule { .. }), "{error}");
+    assert!(error.to_string().contains("core.wasm"), "{error}");
+
+    let empty = dir.path().join("empty.wasm");
+    std::fs::write(&empty, wat::parse_str("(component)").expect("wat")).expect("write");
+    let error = engine.load_file(&empty).err().expect("empty component rejected");
+    assert!(error.to_string().contains("does not export radapp:policy/metadata@0.1.0"), "{error}");
+
+    let text = dir.path().join("notes.wasm");
+    std::fs::write(&text, "hello").expect("write");
+    let error = engine.load_file(&text).err().expect("text rejected");
+    assert!(matches!(error, LoadError::NotWasm { .. }), "{error}");
+
+    let missing = dir.path().join("missing.wasm");
+    let error = engine.load_file(&missing).err().expect("missing file rejected");
+    assert!(error.to_string().contains("missing.wasm"), "{error}");
+}
