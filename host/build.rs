@@ -49,7 +49,40 @@ fn main() {
     );
 }
 
+/// rustup installs the targets a toolchain file lists only when it installs
+/// the toolchain itself; if the toolchain was already there, add the wasm
+/// target now so a fresh clone needs no manual step.
+fn ensure_wasm_target() {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()));
+    let installed = sysroot.is_some_and(|root| root.join("lib/rustlib").join(WASM_TARGET).exists());
+    if installed {
+        return;
+    }
+    let mut command = Command::new("rustup");
+    command.args(["target", "add", WASM_TARGET]);
+    if let Some(toolchain) = env::var_os("RUSTUP_TOOLCHAIN") {
+        command.arg("--toolchain").arg(toolchain);
+    }
+    match command.output() {
+        Ok(output) if output.status.success() => {}
+        Ok(output) => panic!(
+            "the {WASM_TARGET} target is missing and `rustup target add {WASM_TARGET}` failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ),
+        Err(error) => panic!(
+            "the {WASM_TARGET} target is missing and rustup could not be run ({error}); install the target for this toolchain"
+        ),
+    }
+}
+
 fn build_guests(workspace: &Path, target_dir: &Path) {
+    ensure_wasm_target();
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
