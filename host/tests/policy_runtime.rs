@@ -207,3 +207,26 @@ fn bad_files_give_one_clear_error_naming_the_file() {
     let error = engine.load_file(&missing).err().expect("missing file rejected");
     assert!(error.to_string().contains("missing.wasm"), "{error}");
 }
+
+#[test]
+fn a_policy_file_is_swapped_at_run_time_and_a_broken_replacement_is_refused() {
+    use radwasm::policy::{PolicySlot, PolicySource, Reload};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("policy.wasm");
+    std::fs::copy(guest("default-policy"), &path).expect("copy default");
+    let slot = PolicySlot::load(engine(), PolicySource::File(path.clone())).expect("loads");
+    assert_eq!(slot.current().description().name, "default");
+    assert_eq!(slot.reload().expect("reload"), Reload::Unchanged);
+
+    std::fs::copy(guest("image-tag-guardrail"), &path).expect("copy guardrail");
+    let in_flight = slot.current();
+    assert!(matches!(slot.reload().expect("reload"), Reload::Swapped { .. }));
+    assert_eq!(slot.current().description().name, "image-tag-guardrail");
+    assert_eq!(in_flight.description().name, "default", "a decision in flight keeps its policy");
+
+    std::fs::write(&path, b"not wasm").expect("break the file");
+    let error = slot.reload().expect_err("broken policy refused");
+    assert!(error.to_string().contains("policy.wasm"), "{error}");
+    assert_eq!(slot.current().description().name, "image-tag-guardrail", "old policy stays in charge");
+}

@@ -7,8 +7,10 @@ mod convert;
 pub mod embedded;
 mod runtime;
 mod sandbox;
+pub mod slot;
 pub mod validate;
 
-pub use runtime::{Decision, DecisionError, Limits, LoadedPolicy, PolicyEngine};
+pub use runtime::{digest, Decision, DecisionError, Limits, LoadedPolicy, PolicyEngine};
 pub use sandbox::{GuestLog, LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOG_MESSAGES};
+pub use slot::{PolicySlot, PolicySource, Reload};
 pub use validate::{LoadError, Worlds};

@@ -20,6 +20,11 @@ use super::sandbox::{GuestLog, SandboxState};
 use super::validate::{self, LoadError, Worlds};
 use super::convert;
 
+/// SHA-256 of component bytes, hex: the identity of a policy build.
+pub fn digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
 /// Sandbox limits applied to every decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -158,7 +163,7 @@ impl PolicyEngine {
     /// Load a policy from component bytes; `source_name` names it in errors.
     pub fn load_bytes(&self, source_name: &str, bytes: &[u8]) -> Result<LoadedPolicy, LoadError> {
         validate::check_binary_kind(source_name, bytes)?;
-        let digest = hex::encode(Sha256::digest(bytes));
+        let digest = digest(bytes);
         let component = self.compile(source_name, &digest, bytes)?;
         let worlds = validate::check_component(source_name, &self.inner.engine, &component)?;
 
