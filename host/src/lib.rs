@@ -5,7 +5,9 @@
 //! [`crd`] holds the custom resource types, [`cli`] is the command line.
 
 // pub mod cli; (enabled once the case format lands)
+pub mod controller;
 pub mod crd;
 pub mod policy;
 pub mod radius;
+pub mod scope;
 pub mod telemetry;

@@ -1,0 +1,198 @@
+//! Radius scopes and resource ids: parsing, case-insensitive comparison and
+//! containment, as the guard rails and the Radius client need them.
+//!
+//! A deployment scope is a resource group in a Radius plane,
+//! `/planes/radius/{plane}/resourceGroups/{group}`. A resource id is a scope
+//! followed by `/providers/{Namespace.Provider}/{type}/{name}` (and nested
+//! `/{type}/{name}` pairs). UCP compares both case-insensitively.
+
+use std::fmt;
+
+/// Why a scope or id was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a valid {what}: {reason}")]
+pub struct ScopeError {
+    pub what: &'static str,
+    pub text: String,
+    pub reason: String,
+}
+
+fn error(what: &'static str, text: &str, reason: impl Into<String>) -> ScopeError {
+    ScopeError {
+        what,
+        text: text.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// A Radius resource-group scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    text: String,
+    plane: String,
+    group: String,
+}
+
+impl Scope {
+    /// Parse `/planes/radius/{plane}/resourceGroups/{group}`.
+    pub fn parse(text: &str) -> Result<Self, ScopeError> {
+        const WHAT: &str = "Radius scope";
+        let segments: Vec<&str> = text.strip_prefix('/').unwrap_or("").split('/').collect();
+        match segments.as_slice() {
+            [planes, radius, plane, groups, group]
+                if planes.eq_ignore_ascii_case("planes")
+                    && groups.eq_ignore_ascii_case("resourceGroups") =>
+            {
+                if !radius.eq_ignore_ascii_case("radius") {
+                    return Err(error(WHAT, text, format!("plane type {radius:?} is not the Radius plane")));
+                }
+                if plane.is_empty() || group.is_empty() {
+                    return Err(error(WHAT, text, "plane and resource group names must not be empty"));
+                }
+                Ok(Self {
+                    text: text.to_string(),
+                    plane: plane.to_string(),
+                    group: group.to_string(),
+                })
+            }
+            _ => Err(error(WHAT, text, "expected /planes/radius/{plane}/resourceGroups/{group}")),
+        }
+    }
+
+    /// The scope as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The resource group name.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// The plane name (`local` in a default Radius install).
+    pub fn plane(&self) -> &str {
+        &self.plane
+    }
+
+    /// Same scope, ignoring case.
+    pub fn same_as(&self, other: &Scope) -> bool {
+        self.text.eq_ignore_ascii_case(&other.text)
+    }
+
+    /// True if `id` names something inside this scope (ignoring case, on a
+    /// path boundary: `.../groups/default` does not contain `.../groups/defaultx/...`).
+    pub fn contains(&self, id: &str) -> bool {
+        id.len() > self.text.len()
+            && id.is_char_boundary(self.text.len())
+            && id[..self.text.len()].eq_ignore_ascii_case(&self.text)
+            && id[self.text.len()..].starts_with('/')
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// A parsed Radius resource id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceId {
+    /// Everything before `/providers/`.
+    pub scope: String,
+    /// Full type, for example `Applications.Core/containers`.
+    pub resource_type: String,
+    /// The last name segment.
+    pub name: String,
+}
+
+/// Parse a Radius resource id.
+pub fn parse_resource_id(id: &str) -> Result<ResourceId, ScopeError> {
+    const WHAT: &str = "Radius resource id";
+    if !id.starts_with("/planes/") {
+        return Err(error(WHAT, id, "must start with /planes/"));
+    }
+    let lower = id.to_ascii_lowercase();
+    let Some(at) = lower.find("/providers/") else {
+        return Err(error(WHAT, id, "has no /providers/ segment"));
+    };
+    let scope = &id[..at];
+    let rest: Vec<&str> = id[at + "/providers/".len()..].split('/').collect();
+    let Some((namespace, pairs)) = rest.split_first() else {
+        return Err(error(WHAT, id, "has no provider namespace"));
+    };
+    if !namespace.contains('.') {
+        return Err(error(WHAT, id, format!("provider namespace {namespace:?} has no '.'")));
+    }
+    if pairs.is_empty() || pairs.len() % 2 != 0 || pairs.iter().any(|segment| segment.is_empty()) {
+        return Err(error(WHAT, id, "expected /{type}/{name} pairs after the provider namespace"));
+    }
+    let types: Vec<&str> = pairs.iter().step_by(2).copied().collect();
+    Ok(ResourceId {
+        scope: scope.to_string(),
+        resource_type: format!("{namespace}/{}", types.join("/")),
+        name: pairs[pairs.len() - 1].to_string(),
+    })
+}
+
+/// The deployment scope named by a `providerConfig` JSON text
+/// (`radius.value.scope`).
+pub fn deployment_scope(provider_config: &str) -> Result<Scope, ScopeError> {
+    const WHAT: &str = "providerConfig";
+    let value: serde_json::Value = serde_json::from_str(provider_config)
+        .map_err(|e| error(WHAT, provider_config, format!("not valid JSON: {e}")))?;
+    let scope = value
+        .pointer("/radius/value/scope")
+        .ok_or_else(|| error(WHAT, provider_config, "has no radius.value.scope"))?
+        .as_str()
+        .ok_or_else(|| error(WHAT, provider_config, "radius.value.scope is not a string"))?;
+    Scope::parse(scope)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_parse_and_compare_ignoring_case() {
+        let scope = Scope::parse("/planes/radius/local/resourceGroups/default").expect("valid");
+        assert_eq!(scope.group(), "default");
+        let shouting = Scope::parse("/Planes/Radius/local/RESOURCEGROUPS/Default").expect("valid");
+        assert!(scope.same_as(&shouting));
+        assert!(Scope::parse("/planes/aws/aws/accounts/1").is_err());
+        assert!(Scope::parse("/planes/radius/local").is_err());
+        let error = Scope::parse("default").expect_err("not a scope");
+        assert!(error.to_string().contains("\"default\""), "{error}");
+    }
+
+    #[test]
+    fn containment_respects_path_boundaries() {
+        let scope = Scope::parse("/planes/radius/local/resourceGroups/default").expect("valid");
+        assert!(scope.contains("/planes/radius/local/resourcegroups/DEFAULT/providers/Applications.Core/containers/a"));
+        assert!(!scope.contains("/planes/radius/local/resourceGroups/defaultx/providers/Applications.Core/containers/a"));
+        assert!(!scope.contains("/planes/radius/local/resourceGroups/default"));
+    }
+
+    #[test]
+    fn resource_ids_give_their_type_and_name() {
+        let id = parse_resource_id(
+            "/planes/radius/local/resourceGroups/default/providers/Applications.Core/containers/frontend",
+        )
+        .expect("valid");
+        assert_eq!(id.resource_type, "Applications.Core/containers");
+        assert_eq!(id.name, "frontend");
+        assert_eq!(id.scope, "/planes/radius/local/resourceGroups/default");
+        assert!(parse_resource_id("/planes/radius/local/resourceGroups/default/providers/Applications.Core/containers").is_err());
+        assert!(parse_resource_id("frontend").is_err());
+    }
+
+    #[test]
+    fn provider_config_yields_the_radius_scope() {
+        let scope = deployment_scope(r#"{"radius":{"type":"Radius","value":{"scope":"/planes/radius/local/resourceGroups/app"}}}"#)
+            .expect("valid");
+        assert_eq!(scope.group(), "app");
+        let error = deployment_scope(r#"{"deployments":{}}"#).expect_err("missing");
+        assert!(error.reason.contains("radius.value.scope"), "{error}");
+        assert!(deployment_scope("{not json").is_err());
+    }
+}
