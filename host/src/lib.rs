@@ -7,6 +7,7 @@
 // pub mod cli; (enabled once the case format lands)
 pub mod controller;
 pub mod crd;
+pub mod metrics;
 pub mod policy;
 pub mod radius;
 pub mod scope;
