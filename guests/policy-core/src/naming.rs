@@ -1,0 +1,116 @@
+//! Names: the `DeploymentResource` object for a Radius id, the ARM deployment
+//! for a spec, and which resource types must be deleted last.
+
+/// Kubernetes object name for the `DeploymentResource` standing for `radius_id`:
+/// `{name}-{type}-{hash}`, lower-case, at most 63 characters. The hash (FNV-1a
+/// of the lower-cased id) keeps two resources with the same name but another
+/// type or scope apart, which the bare resource name (Radius's choice) did not.
+pub fn resource_object_name(radius_id: &str) -> String {
+    let lower = radius_id.to_ascii_lowercase();
+    let segments: Vec<&str> = lower.split('/').filter(|segment| !segment.is_empty()).collect();
+    let name = segments.last().copied().unwrap_or("resource");
+    let kind = segments.len().checked_sub(2).and_then(|i| segments.get(i)).copied().unwrap_or("resource");
+    let hash = format!("{:08x}", fnv1a(lower.as_bytes()) as u32);
+    let stem = format!("{}-{}", sanitize(name), sanitize(kind));
+    let budget = 63 - hash.len() - 1;
+    let stem = stem.get(..budget.min(stem.len())).unwrap_or(&stem).trim_end_matches('-');
+    if stem.is_empty() {
+        format!("r-{hash}")
+    } else {
+        format!("{stem}-{hash}")
+    }
+}
+
+/// Name of the ARM deployment for a template at a spec hash:
+/// `{template}-{first 12 of hash}`, at most 64 characters.
+pub fn deployment_name(template_name: &str, spec_hash: &str) -> String {
+    let short: String = spec_hash.chars().filter(|c| c.is_ascii_alphanumeric()).take(12).collect();
+    let name = sanitize(template_name);
+    let budget = 64 - short.len() - 1;
+    let name = name.get(..budget.min(name.len())).unwrap_or(&name).trim_end_matches('-');
+    match (name.is_empty(), short.is_empty()) {
+        (false, false) => format!("{name}-{short}"),
+        (false, true) => name.to_string(),
+        (true, false) => format!("deployment-{short}"),
+        (true, true) => "deployment".to_string(),
+    }
+}
+
+/// Deletion wave of a resource type: other resources first, then
+/// applications, then environments (which applications reference).
+pub fn deletion_wave(radius_id: &str) -> u8 {
+    let lower = radius_id.to_ascii_lowercase();
+    let Some((_, after)) = lower.rsplit_once("/providers/") else {
+        return 0;
+    };
+    let segments: Vec<&str> = after.split('/').collect();
+    let kind = segments.len().checked_sub(2).and_then(|i| segments.get(i)).copied().unwrap_or("");
+    match kind {
+        "applications" => 1,
+        "environments" => 2,
+        _ => 0,
+    }
+}
+
+fn sanitize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+/// 64-bit FNV-1a: tiny, stable across builds and platforms.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCOPE: &str = "/planes/radius/local/resourceGroups/default";
+
+    #[test]
+    fn same_name_different_type_does_not_collide() {
+        let container = resource_object_name(&format!("{SCOPE}/providers/Applications.Core/containers/demo"));
+        let gateway = resource_object_name(&format!("{SCOPE}/providers/Applications.Core/gateways/demo"));
+        assert_ne!(container, gateway);
+        assert!(container.starts_with("demo-containers-"), "{container}");
+    }
+
+    #[test]
+    fn names_are_stable_case_insensitive_dns_labels() {
+        let a = resource_object_name(&format!("{SCOPE}/providers/Applications.Core/containers/My_App"));
+        let b = resource_object_name(&format!("{}/providers/applications.core/CONTAINERS/my_app", SCOPE.to_uppercase()));
+        assert_eq!(a, b);
+        let long = resource_object_name(&format!("{SCOPE}/providers/Applications.Core/containers/{}", "x".repeat(200)));
+        assert!(long.len() <= 63, "{long}");
+        for name in [&a, &long] {
+            assert!(name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'), "{name}");
+        }
+    }
+
+    #[test]
+    fn deployment_names_fit_arm_limits() {
+        assert_eq!(deployment_name("app", "abcdef0123456789"), "app-abcdef012345");
+        assert!(deployment_name(&"n".repeat(100), "abcdef0123456789").len() <= 64);
+    }
+
+    #[test]
+    fn applications_and_environments_go_last() {
+        assert_eq!(deletion_wave(&format!("{SCOPE}/providers/Applications.Core/containers/a")), 0);
+        assert_eq!(deletion_wave(&format!("{SCOPE}/providers/Applications.Core/applications/a")), 1);
+        assert_eq!(deletion_wave(&format!("{SCOPE}/providers/Applications.Core/environments/a")), 2);
+    }
+}

@@ -1,0 +1,144 @@
+//! The default decision for a `DeploymentResource`: track it while it lives;
+//! on deletion delete the Radius resource only if this template put it there
+//! (DESIGN §7), treat 404 as done, and retry failures on a fixed delay.
+
+use radwasm_policy_model::{
+    ConditionStatus, EventType, OperationKind, OperationResult, PolicyError, RESOURCE_FINALIZER, ResourceAction,
+    ResourceObservation, ResourcePhase, ResourcePlan,
+};
+
+use crate::annotations::{self, ReconcileMode};
+use crate::plan::{DesiredResourceStatus, ResourcePlanner, ready_condition};
+use crate::spec;
+use crate::timing::{DELETE_RETRY_MS, POLL_DEFAULT_MS, POLL_ERROR_RETRY_MS, poll_after};
+
+/// Decide what to do next for one resource.
+pub fn decide(observation: &ResourceObservation) -> Result<ResourcePlan, PolicyError> {
+    let mut plan = ResourcePlanner::new();
+    let has_finalizer = observation.meta.finalizers.iter().any(|f| f == RESOURCE_FINALIZER);
+    if observation.meta.deletion_requested {
+        if has_finalizer {
+            delete(observation, &mut plan);
+        }
+        return Ok(plan.finish());
+    }
+    if !has_finalizer {
+        plan.push(ResourceAction::AddFinalizer);
+    }
+    let message = format!("tracking {}", observation.radius_id);
+    plan.status(
+        &observation.status,
+        DesiredResourceStatus {
+            phase: Some(ResourcePhase::Ready),
+            message: Some(message.clone()),
+            ready: Some(ready_condition(ConditionStatus::True, "Tracked", &message)),
+            // A deletion that was abandoned (deletion cannot be undone in
+            // Kubernetes, so only a stale record) is forgotten.
+            clear_operation: observation.operation.is_some(),
+        },
+    );
+    Ok(plan.finish())
+}
+
+fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
+    let id = &observation.radius_id;
+    if let Some(operation) = observation.operation.as_ref().filter(|op| op.kind == OperationKind::Deletion) {
+        match &operation.result {
+            OperationResult::InProgress { retry_after_ms } => {
+                deleting(observation, plan, format!("deleting {id} in Radius"));
+                plan.requeue(poll_after(*retry_after_ms));
+            }
+            OperationResult::Succeeded { .. } | OperationResult::NotFound => {
+                plan.push(ResourceAction::RemoveFinalizer);
+                plan.event(EventType::Normal, "RadiusResourceDeleted", format!("deleted {id} in Radius"));
+            }
+            OperationResult::Failed(error) => {
+                let message = format!(
+                    "deleting {id} failed: {}: {}; retrying in {}s",
+                    error.code,
+                    error.message,
+                    DELETE_RETRY_MS / 1000
+                );
+                delete_failed(observation, plan, message);
+            }
+            OperationResult::Canceled => {
+                let message = format!("deleting {id} was canceled; retrying in {}s", DELETE_RETRY_MS / 1000);
+                delete_failed(observation, plan, message);
+            }
+            OperationResult::PollError(reason) => {
+                deleting(observation, plan, format!("cannot poll the deletion of {id} yet ({reason}); retrying"));
+                plan.requeue(POLL_ERROR_RETRY_MS);
+            }
+        }
+        return;
+    }
+
+    match may_delete_in_radius(observation) {
+        Ok(()) => {
+            plan.push(ResourceAction::StartRadiusDelete);
+            deleting(observation, plan, format!("deleting {id} in Radius"));
+            plan.requeue(POLL_DEFAULT_MS);
+        }
+        Err(why) => {
+            plan.push(ResourceAction::RemoveFinalizer);
+            plan.event(EventType::Normal, "Detached", format!("{id} left in Radius: {why}"));
+        }
+    }
+}
+
+fn deleting(observation: &ResourceObservation, plan: &mut ResourcePlanner, message: String) {
+    plan.status(
+        &observation.status,
+        DesiredResourceStatus {
+            phase: Some(ResourcePhase::Deleting),
+            message: Some(message.clone()),
+            ready: Some(ready_condition(ConditionStatus::False, "Deleting", &message)),
+            clear_operation: false,
+        },
+    );
+}
+
+fn delete_failed(observation: &ResourceObservation, plan: &mut ResourcePlanner, message: String) {
+    plan.status(
+        &observation.status,
+        DesiredResourceStatus {
+            phase: Some(ResourcePhase::Failed),
+            message: Some(message.clone()),
+            ready: Some(ready_condition(ConditionStatus::False, "DeleteFailed", &message)),
+            clear_operation: true,
+        },
+    );
+    plan.event(EventType::Warning, "DeleteFailed", message);
+    plan.requeue(DELETE_RETRY_MS);
+}
+
+/// Only delete a Radius resource that this template put there: controlled by
+/// an existing template with the same uid, inside its deployment scope, and
+/// neither object asks to leave Radius alone. `Err` says why not.
+pub fn may_delete_in_radius(observation: &ResourceObservation) -> Result<(), String> {
+    let Some(owner) = &observation.owner else {
+        return Err("it has no controller owner template".to_string());
+    };
+    match &owner.found_uid {
+        None => return Err(format!("its owner template {} no longer exists", owner.name)),
+        Some(uid) if *uid != owner.reference_uid => {
+            return Err(format!("template {} was replaced by another object (uid {uid})", owner.name));
+        }
+        Some(_) => {}
+    }
+    for (whose, annotations) in [("template", &owner.annotations), ("resource", &observation.meta.annotations)] {
+        match annotations::reconcile_mode(annotations) {
+            Ok(ReconcileMode::Manage) => {}
+            Ok(ReconcileMode::Skip) => return Err(format!("the {whose}'s reconcile-policy is skip")),
+            Ok(ReconcileMode::DetachOnDelete) => {
+                return Err(format!("the {whose}'s reconcile-policy is detach-on-delete"));
+            }
+            Err(message) => return Err(format!("the {whose} has an invalid annotation ({message})")),
+        }
+    }
+    let scope = spec::deployment_scope(&owner.provider_config).map_err(|error| format!("owner {error}"))?;
+    if !spec::scope_contains(&scope, &observation.radius_id) {
+        return Err(format!("it is outside the template's deployment scope {scope}"));
+    }
+    Ok(())
+}

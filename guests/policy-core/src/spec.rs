@@ -1,0 +1,191 @@
+//! Validation of a `DeploymentTemplate` spec before anything is sent to
+//! Radius. Every error names the field (`spec.template`, `spec.parameters`,
+//! `spec.providerConfig`) and says what is wrong.
+
+use radwasm_policy_model::TemplateSpec;
+use serde_json::Value;
+
+/// A spec problem, naming the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    pub field: &'static str,
+    pub problem: String,
+}
+
+impl std::fmt::Display for SpecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.problem)
+    }
+}
+
+/// What a valid spec yields: the Radius scope to deploy into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidSpec {
+    pub scope: String,
+}
+
+/// Check the three JSON texts of a spec.
+pub fn validate(spec: &TemplateSpec) -> Result<ValidSpec, SpecError> {
+    validate_template(&spec.template)?;
+    validate_parameters(&spec.parameters)?;
+    let scope = deployment_scope(&spec.provider_config)?;
+    Ok(ValidSpec { scope })
+}
+
+fn parse(field: &'static str, text: &str) -> Result<Value, SpecError> {
+    serde_json::from_str(text).map_err(|error| SpecError {
+        field,
+        problem: format!("not valid JSON ({error})"),
+    })
+}
+
+/// The ARM template must be a JSON object whose `resources`, if present, is
+/// an object (symbolic names) or an array.
+pub fn validate_template(text: &str) -> Result<(), SpecError> {
+    const FIELD: &str = "spec.template";
+    if text.trim().is_empty() {
+        return Err(SpecError {
+            field: FIELD,
+            problem: "is empty; it must hold a compiled ARM template".to_string(),
+        });
+    }
+    let value = parse(FIELD, text)?;
+    let Some(object) = value.as_object() else {
+        return Err(SpecError {
+            field: FIELD,
+            problem: "must be a JSON object (a compiled ARM template)".to_string(),
+        });
+    };
+    match object.get("resources") {
+        None | Some(Value::Object(_)) | Some(Value::Array(_)) => Ok(()),
+        Some(_) => Err(SpecError {
+            field: FIELD,
+            problem: "\"resources\" must be an object or an array".to_string(),
+        }),
+    }
+}
+
+/// Parameters must be an ARM parameters object, `{"name": {"value": ...}}`
+/// (or `{"reference": ...}`); an empty text means no parameters.
+pub fn validate_parameters(text: &str) -> Result<(), SpecError> {
+    const FIELD: &str = "spec.parameters";
+    if text.trim().is_empty() {
+        return Ok(());
+    }
+    let value = parse(FIELD, text)?;
+    let Some(object) = value.as_object() else {
+        return Err(SpecError {
+            field: FIELD,
+            problem: "must be a JSON object of ARM parameters, {\"name\": {\"value\": ...}}".to_string(),
+        });
+    };
+    for (name, parameter) in object {
+        let well_formed = parameter
+            .as_object()
+            .is_some_and(|entry| entry.contains_key("value") || entry.contains_key("reference"));
+        if !well_formed {
+            return Err(SpecError {
+                field: FIELD,
+                problem: format!("parameter {name:?} must be an object with \"value\" (or \"reference\"), like {{\"{name}\": {{\"value\": ...}}}}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The Radius resource-group scope in `radius.value.scope` of the provider
+/// config, checked to be `/planes/radius/{plane}/resourceGroups/{group}`.
+pub fn deployment_scope(provider_config: &str) -> Result<String, SpecError> {
+    const FIELD: &str = "spec.providerConfig";
+    if provider_config.trim().is_empty() {
+        return Err(SpecError {
+            field: FIELD,
+            problem: "is missing; it must name the Radius scope in radius.value.scope".to_string(),
+        });
+    }
+    let value = parse(FIELD, provider_config)?;
+    let scope = match value.pointer("/radius/value/scope") {
+        Some(Value::String(scope)) => scope.clone(),
+        Some(_) => {
+            return Err(SpecError {
+                field: FIELD,
+                problem: "radius.value.scope must be a string".to_string(),
+            });
+        }
+        None => {
+            return Err(SpecError {
+                field: FIELD,
+                problem: "radius.value.scope is missing".to_string(),
+            });
+        }
+    };
+    if !is_radius_group_scope(&scope) {
+        return Err(SpecError {
+            field: FIELD,
+            problem: format!(
+                "radius.value.scope {scope:?} is not a Radius resource group scope (/planes/radius/{{plane}}/resourceGroups/{{group}})"
+            ),
+        });
+    }
+    Ok(scope)
+}
+
+fn is_radius_group_scope(scope: &str) -> bool {
+    let segments: Vec<&str> = scope.strip_prefix('/').unwrap_or("").split('/').collect();
+    matches!(segments.as_slice(),
+        [planes, radius, plane, groups, group]
+            if planes.eq_ignore_ascii_case("planes")
+                && radius.eq_ignore_ascii_case("radius")
+                && groups.eq_ignore_ascii_case("resourceGroups")
+                && !plane.is_empty()
+                && !group.is_empty())
+}
+
+/// True if `id` lies inside `scope`, ignoring case, on a path boundary.
+pub fn scope_contains(scope: &str, id: &str) -> bool {
+    id.len() > scope.len()
+        && id.is_char_boundary(scope.len())
+        && id[..scope.len()].eq_ignore_ascii_case(scope)
+        && id[scope.len()..].starts_with('/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROVIDER: &str = r#"{"radius":{"type":"Radius","value":{"scope":"/planes/radius/local/resourceGroups/default"}}}"#;
+
+    fn spec(template: &str, parameters: &str, provider_config: &str) -> TemplateSpec {
+        TemplateSpec {
+            template: template.to_string(),
+            parameters: parameters.to_string(),
+            provider_config: provider_config.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_valid_spec_yields_its_scope() {
+        let valid = validate(&spec(r#"{"resources":{}}"#, "", PROVIDER)).expect("valid");
+        assert_eq!(valid.scope, "/planes/radius/local/resourceGroups/default");
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let error = validate(&spec("{oops", "{}", PROVIDER)).expect_err("bad template");
+        assert_eq!(error.field, "spec.template");
+        let error = validate(&spec("{}", r#"{"tag":"v1"}"#, PROVIDER)).expect_err("bad parameters");
+        assert_eq!(error.field, "spec.parameters");
+        assert!(error.problem.contains("\"tag\""), "{error}");
+        let error = validate(&spec("{}", "{}", r#"{"radius":{"value":{"scope":"/planes/aws/x"}}}"#)).expect_err("bad scope");
+        assert_eq!(error.field, "spec.providerConfig");
+        let error = validate(&spec("{}", "{}", "")).expect_err("missing provider config");
+        assert!(error.problem.contains("missing"), "{error}");
+    }
+
+    #[test]
+    fn containment_is_on_a_path_boundary() {
+        let scope = "/planes/radius/local/resourceGroups/default";
+        assert!(scope_contains(scope, "/planes/radius/local/resourcegroups/DEFAULT/providers/A.B/c/d"));
+        assert!(!scope_contains(scope, "/planes/radius/local/resourceGroups/default2/providers/A.B/c/d"));
+    }
+}

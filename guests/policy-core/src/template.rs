@@ -1,0 +1,455 @@
+//! The default decision for a `DeploymentTemplate`: the seed design's control
+//! loop plus what Radius learned later (no redeploy without change, empty
+//! output means "remove everything", `ReadyPendingCleanup`, safe delete order).
+
+use radwasm_policy_model::{
+    ConditionStatus, CreateResource, EventType, OperationKind, OperationResult, PolicyError, StartDeployment,
+    TEMPLATE_FINALIZER, TemplateAction, TemplateObservation, TemplatePhase, TemplatePlan,
+};
+
+use crate::annotations::{self, ReconcileMode};
+use crate::naming;
+use crate::plan::{DesiredTemplateStatus, TemplatePlanner, ready_condition};
+use crate::spec;
+use crate::timing::{
+    CLEANUP_RECHECK_MS, DELETING_RECHECK_MS, DEPENDENCY_WAIT_MS, POLL_DEFAULT_MS, POLL_ERROR_RETRY_MS, poll_after,
+};
+
+/// Decide what to do next for one template.
+pub fn decide(observation: &TemplateObservation) -> Result<TemplatePlan, PolicyError> {
+    let mut plan = TemplatePlanner::new();
+    let meta = &observation.meta;
+    let has_finalizer = meta.finalizers.iter().any(|f| f == TEMPLATE_FINALIZER);
+
+    if meta.deletion_requested && !has_finalizer {
+        // Nothing of ours is left to clean up; Kubernetes deletes the object.
+        return Ok(plan.finish());
+    }
+    if annotations::is_held(&meta.annotations) {
+        hold(observation, &mut plan);
+        return Ok(plan.finish());
+    }
+    let mode = match annotations::reconcile_mode(&meta.annotations) {
+        Ok(mode) => mode,
+        Err(message) => {
+            fail(observation, &mut plan, "InvalidAnnotation", message);
+            return Ok(plan.finish());
+        }
+    };
+    if meta.deletion_requested {
+        delete(observation, mode, &mut plan);
+        return Ok(plan.finish());
+    }
+
+    if !has_finalizer {
+        plan.push(TemplateAction::AddFinalizer);
+    }
+    let valid = match spec::validate(&observation.spec) {
+        Ok(valid) => valid,
+        Err(error) => {
+            fail(observation, &mut plan, "InvalidSpec", error.to_string());
+            return Ok(plan.finish());
+        }
+    };
+
+    match &observation.operation {
+        Some(operation) if operation.kind == OperationKind::Deployment => {
+            follow_deployment(observation, &operation.subject, &operation.result, &mut plan);
+        }
+        Some(_) => {
+            // A deletion operation is never recorded on a template; forget it.
+            plan.status(
+                &observation.status,
+                DesiredTemplateStatus {
+                    clear_operation: true,
+                    ..Default::default()
+                },
+            );
+            plan.requeue(0);
+        }
+        None => settle_or_deploy(observation, mode, &valid.scope, &mut plan),
+    }
+    Ok(plan.finish())
+}
+
+fn hold(observation: &TemplateObservation, plan: &mut TemplatePlanner) {
+    let message = "held by annotation radapp.io/hold; remove it to resume".to_string();
+    let changed = plan.status(
+        &observation.status,
+        DesiredTemplateStatus {
+            phase: Some(TemplatePhase::Held),
+            message: Some(message.clone()),
+            ready: Some(ready_condition(ConditionStatus::False, "Held", &message)),
+            ..Default::default()
+        },
+    );
+    if changed {
+        plan.event(EventType::Normal, "Held", message);
+    }
+}
+
+/// Mark the template Failed at this generation with `message`; an event only
+/// when this is news.
+fn fail(observation: &TemplateObservation, plan: &mut TemplatePlanner, reason: &str, message: String) {
+    let changed = plan.status(
+        &observation.status,
+        DesiredTemplateStatus {
+            phase: Some(TemplatePhase::Failed),
+            message: Some(message.clone()),
+            observed_generation: Some(observation.meta.generation),
+            ready: Some(ready_condition(ConditionStatus::False, reason, &message)),
+            ..Default::default()
+        },
+    );
+    if changed {
+        plan.event(EventType::Warning, reason, message);
+    }
+}
+
+fn follow_deployment(
+    observation: &TemplateObservation,
+    deployed_hash: &str,
+    result: &OperationResult,
+    plan: &mut TemplatePlanner,
+) {
+    let generation = observation.meta.generation;
+    match result {
+        OperationResult::InProgress { retry_after_ms } => {
+            let message = format!("deploying generation {generation}");
+            plan.status(
+                &observation.status,
+                DesiredTemplateStatus {
+                    phase: Some(TemplatePhase::Updating),
+                    message: Some(message.clone()),
+                    ready: Some(ready_condition(ConditionStatus::False, "Deploying", &message)),
+                    ..Default::default()
+                },
+            );
+            plan.requeue(poll_after(*retry_after_ms));
+        }
+        OperationResult::PollError(reason) => {
+            plan.status(
+                &observation.status,
+                DesiredTemplateStatus {
+                    message: Some(format!("cannot poll the Radius deployment yet ({reason}); retrying")),
+                    ..Default::default()
+                },
+            );
+            plan.requeue(POLL_ERROR_RETRY_MS);
+        }
+        OperationResult::Succeeded { output_resources } => {
+            let (phase, message) = converge(observation, output_resources, plan);
+            let ready = ready_for(phase, &message);
+            plan.status(
+                &observation.status,
+                DesiredTemplateStatus {
+                    phase: Some(phase),
+                    message: Some(message),
+                    observed_generation: Some(generation),
+                    status_hash: Some(deployed_hash.to_string()),
+                    output_resources: Some(output_resources.clone()),
+                    ready: Some(ready),
+                    clear_operation: true,
+                },
+            );
+            plan.event(
+                EventType::Normal,
+                "DeploymentSucceeded",
+                format!("deployment succeeded with {} resources", output_resources.len()),
+            );
+            if deployed_hash != observation.spec_hash {
+                // The spec changed while Radius deployed the older one.
+                plan.requeue(0);
+            }
+        }
+        OperationResult::Failed(error) => {
+            let message = format!("deployment failed: {}: {}", error.code, error.message);
+            deployment_ended_badly(observation, plan, "DeploymentFailed", message);
+        }
+        OperationResult::Canceled => {
+            deployment_ended_badly(observation, plan, "DeploymentCanceled", "deployment was canceled".to_string());
+        }
+        OperationResult::NotFound => {
+            let message = "Radius no longer knows the deployment operation; deploying again".to_string();
+            plan.status(
+                &observation.status,
+                DesiredTemplateStatus {
+                    message: Some(message.clone()),
+                    clear_operation: true,
+                    ..Default::default()
+                },
+            );
+            plan.event(EventType::Warning, "OperationLost", message);
+            plan.requeue(0);
+        }
+    }
+}
+
+fn deployment_ended_badly(observation: &TemplateObservation, plan: &mut TemplatePlanner, reason: &str, message: String) {
+    plan.status(
+        &observation.status,
+        DesiredTemplateStatus {
+            phase: Some(TemplatePhase::Failed),
+            message: Some(message.clone()),
+            observed_generation: Some(observation.meta.generation),
+            ready: Some(ready_condition(ConditionStatus::False, reason, &message)),
+            clear_operation: true,
+            ..Default::default()
+        },
+    );
+    plan.event(EventType::Warning, reason, message);
+}
+
+fn ready_for(phase: TemplatePhase, message: &str) -> radwasm_policy_model::Condition {
+    match phase {
+        TemplatePhase::Ready => ready_condition(ConditionStatus::True, "Deployed", message),
+        _ => ready_condition(ConditionStatus::False, "PendingCleanup", message),
+    }
+}
+
+fn settle_or_deploy(observation: &TemplateObservation, mode: ReconcileMode, scope: &str, plan: &mut TemplatePlanner) {
+    let status = &observation.status;
+    let generation = observation.meta.generation;
+    let up_to_date = status.status_hash.as_deref() == Some(observation.spec_hash.as_str());
+
+    if mode == ReconcileMode::Skip {
+        let mut message =
+            "reconcile-policy is skip: observing only, no changes are made in Radius".to_string();
+        if !up_to_date {
+            message.push_str("; the spec has changes that are not deployed");
+        }
+        plan.status(
+            status,
+            DesiredTemplateStatus {
+                message: Some(message.clone()),
+                observed_generation: Some(generation),
+                ready: Some(ready_condition(ConditionStatus::Unknown, "ReconcileSkipped", &message)),
+                ..Default::default()
+            },
+        );
+        return;
+    }
+
+    if up_to_date {
+        // Nothing to deploy (DESIGN §7): keep the DeploymentResources in line
+        // with the last output and settle the phase.
+        let (phase, message) = converge(observation, &status.output_resources, plan);
+        let ready = ready_for(phase, &message);
+        plan.status(
+            status,
+            DesiredTemplateStatus {
+                phase: Some(phase),
+                message: Some(message),
+                observed_generation: Some(generation),
+                ready: Some(ready),
+                ..Default::default()
+            },
+        );
+        return;
+    }
+
+    if status.phase == Some(TemplatePhase::Failed) && status.observed_generation == generation {
+        // Failed at this generation: wait for the spec to change.
+        return;
+    }
+
+    let waiting: Vec<String> = observation
+        .dependencies
+        .iter()
+        .filter(|dependency| !(dependency.exists && dependency.phase == Some(TemplatePhase::Ready)))
+        .map(|dependency| match (dependency.exists, dependency.phase) {
+            (false, _) => format!("{} (not found)", dependency.name),
+            (true, Some(phase)) => format!("{} ({phase})", dependency.name),
+            (true, None) => format!("{} (no phase yet)", dependency.name),
+        })
+        .collect();
+    if !waiting.is_empty() {
+        let message = format!("waiting for dependencies: {}", waiting.join(", "));
+        let changed = plan.status(
+            status,
+            DesiredTemplateStatus {
+                phase: Some(TemplatePhase::Updating),
+                message: Some(message.clone()),
+                observed_generation: Some(generation),
+                ready: Some(ready_condition(ConditionStatus::False, "WaitingForDependencies", &message)),
+                ..Default::default()
+            },
+        );
+        if changed {
+            plan.event(EventType::Normal, "WaitingForDependencies", message);
+        }
+        plan.requeue(DEPENDENCY_WAIT_MS);
+        return;
+    }
+
+    let deployment_name = naming::deployment_name(&observation.meta.name, &observation.spec_hash);
+    plan.push(TemplateAction::EnsureResourceGroup(scope.to_string()));
+    plan.push(TemplateAction::StartDeployment(StartDeployment {
+        scope: scope.to_string(),
+        deployment_name: deployment_name.clone(),
+    }));
+    let message = format!("deploying generation {generation}");
+    plan.status(
+        status,
+        DesiredTemplateStatus {
+            phase: Some(TemplatePhase::Updating),
+            message: Some(message.clone()),
+            observed_generation: Some(generation),
+            ready: Some(ready_condition(ConditionStatus::False, "Deploying", &message)),
+            ..Default::default()
+        },
+    );
+    plan.event(
+        EventType::Normal,
+        "DeploymentStarted",
+        format!("deploying generation {generation} as {deployment_name} into {scope}"),
+    );
+    plan.requeue(POLL_DEFAULT_MS);
+}
+
+/// Make the owned `DeploymentResource`s match `ids`: create the missing,
+/// delete the extra (in safe order). Returns the phase and message that
+/// describe the result.
+fn converge(observation: &TemplateObservation, ids: &[String], plan: &mut TemplatePlanner) -> (TemplatePhase, String) {
+    let owned = &observation.owned_resources;
+    let wanted = |id: &str| ids.iter().any(|wanted| wanted.eq_ignore_ascii_case(id));
+    let mut planned: Vec<String> = Vec::new();
+    for id in ids {
+        let present = owned.iter().any(|resource| resource.radius_id.eq_ignore_ascii_case(id));
+        let lower = id.to_ascii_lowercase();
+        if !present && !planned.contains(&lower) {
+            plan.push(TemplateAction::CreateResource(CreateResource {
+                name: naming::resource_object_name(id),
+                radius_id: id.clone(),
+            }));
+            planned.push(lower);
+        }
+    }
+    let stale: Vec<&radwasm_policy_model::OwnedResource> =
+        owned.iter().filter(|resource| !wanted(&resource.radius_id)).collect();
+    delete_in_waves(&stale, plan);
+    if stale.is_empty() {
+        (TemplatePhase::Ready, format!("{} resources deployed", ids.len()))
+    } else {
+        plan.requeue(CLEANUP_RECHECK_MS);
+        (
+            TemplatePhase::ReadyPendingCleanup,
+            format!("{} resources deployed; removing {} no longer deployed", ids.len(), stale.len()),
+        )
+    }
+}
+
+/// Delete the lowest wave still present (others, then applications, then
+/// environments); later waves wait until the earlier ones are gone.
+fn delete_in_waves(candidates: &[&radwasm_policy_model::OwnedResource], plan: &mut TemplatePlanner) {
+    let Some(wave) = candidates.iter().map(|r| naming::deletion_wave(&r.radius_id)).min() else {
+        return;
+    };
+    for resource in candidates {
+        if naming::deletion_wave(&resource.radius_id) == wave && !resource.deletion_requested {
+            plan.push(TemplateAction::DeleteResource(resource.name.clone()));
+        }
+    }
+}
+
+fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut TemplatePlanner) {
+    let status = &observation.status;
+    if let Some(operation) = &observation.operation {
+        match (&operation.kind, &operation.result) {
+            (OperationKind::Deployment, OperationResult::InProgress { retry_after_ms }) => {
+                let message = "waiting for the running deployment to finish before deleting".to_string();
+                plan.status(
+                    status,
+                    DesiredTemplateStatus {
+                        phase: Some(TemplatePhase::Deleting),
+                        message: Some(message.clone()),
+                        ready: Some(ready_condition(ConditionStatus::False, "Deleting", &message)),
+                        ..Default::default()
+                    },
+                );
+                plan.requeue(poll_after(*retry_after_ms));
+                return;
+            }
+            (_, OperationResult::PollError(_)) => {
+                plan.requeue(POLL_ERROR_RETRY_MS);
+                return;
+            }
+            (OperationKind::Deployment, OperationResult::Succeeded { output_resources }) => {
+                // Track what that deployment created so it is deleted too.
+                for id in output_resources {
+                    if !observation.owned_resources.iter().any(|r| r.radius_id.eq_ignore_ascii_case(id)) {
+                        plan.push(TemplateAction::CreateResource(CreateResource {
+                            name: naming::resource_object_name(id),
+                            radius_id: id.clone(),
+                        }));
+                    }
+                }
+                plan.status(
+                    status,
+                    DesiredTemplateStatus {
+                        output_resources: Some(output_resources.clone()),
+                        status_hash: Some(operation.subject.clone()),
+                        clear_operation: true,
+                        ..Default::default()
+                    },
+                );
+                plan.requeue(0);
+                return;
+            }
+            _ => {
+                plan.status(
+                    status,
+                    DesiredTemplateStatus {
+                        clear_operation: true,
+                        ..Default::default()
+                    },
+                );
+                plan.requeue(0);
+                return;
+            }
+        }
+    }
+
+    let remaining = &observation.owned_resources;
+    if remaining.is_empty() {
+        plan.push(TemplateAction::RemoveFinalizer);
+        let message = match mode {
+            ReconcileMode::Manage => "all resources deleted".to_string(),
+            _ => format!("detached: Radius resources left in place ({})", mode_name(mode)),
+        };
+        plan.event(EventType::Normal, "Deleted", message);
+        return;
+    }
+    let candidates: Vec<&radwasm_policy_model::OwnedResource> = remaining.iter().collect();
+    if mode.deletes_in_radius() {
+        delete_in_waves(&candidates, plan);
+    } else {
+        // The resources' own policy leaves Radius alone for these modes, so
+        // order does not matter.
+        for resource in remaining.iter().filter(|r| !r.deletion_requested) {
+            plan.push(TemplateAction::DeleteResource(resource.name.clone()));
+        }
+    }
+    let message = format!("deleting: {} resources remaining", remaining.len());
+    let changed = plan.status(
+        status,
+        DesiredTemplateStatus {
+            phase: Some(TemplatePhase::Deleting),
+            message: Some(message.clone()),
+            ready: Some(ready_condition(ConditionStatus::False, "Deleting", &message)),
+            ..Default::default()
+        },
+    );
+    if changed && status.phase != Some(TemplatePhase::Deleting) {
+        plan.event(EventType::Normal, "Deleting", message);
+    }
+    plan.requeue(DELETING_RECHECK_MS);
+}
+
+fn mode_name(mode: ReconcileMode) -> &'static str {
+    match mode {
+        ReconcileMode::Manage => "manage",
+        ReconcileMode::Skip => "skip",
+        ReconcileMode::DetachOnDelete => "detach-on-delete",
+    }
+}
