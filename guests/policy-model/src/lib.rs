@@ -16,6 +16,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+pub mod cases;
 mod json_text;
 
 /// Finalizer the host puts on `DeploymentTemplate`s.
