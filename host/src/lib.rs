@@ -4,7 +4,7 @@
 //! Map of the crate: [`policy`] runs guests, [`radius`] talks to Radius,
 //! [`crd`] holds the custom resource types, [`cli`] is the command line.
 
-// pub mod cli; (enabled once the case format lands)
+pub mod cli;
 pub mod controller;
 pub mod crd;
 pub mod metrics;

@@ -230,3 +230,14 @@ fn a_policy_file_is_swapped_at_run_time_and_a_broken_replacement_is_refused() {
     assert!(error.to_string().contains("policy.wasm"), "{error}");
     assert_eq!(slot.current().description().name, "image-tag-guardrail", "old policy stays in charge");
 }
+
+#[test]
+fn every_decision_gets_a_fresh_instance_so_no_state_leaks() {
+    let engine = engine();
+    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
+    for _ in 0..3 {
+        let decision = policy.decide_template(&misbehaving("count")).expect("decides");
+        let text = serde_json::to_string(&decision.plan).expect("serialises");
+        assert!(text.contains("decisions in this instance: 1"), "{text}");
+    }
+}

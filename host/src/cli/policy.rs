@@ -1,0 +1,277 @@
+//! `radwasm policy check|run|test|bench`: a policy author's tools, running a
+//! guest on its own from files with the same runtime the controllers use.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use radwasm_policy_model::{self as model, cases};
+
+use crate::policy::{self, Limits, LoadedPolicy, PolicyEngine};
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Load and validate a policy; print what it says about itself.
+    Check {
+        #[command(flatten)]
+        policy: PolicyArgs,
+    },
+    /// Decide once for an observation file and print the plan as JSON.
+    Run {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Observation JSON: `{"deploymentTemplate": {...}}` or `{"deploymentResource": {...}}`.
+        #[arg(long, short = 'o')]
+        observation: PathBuf,
+    },
+    /// Run fixture cases (observation + expected plan); non-zero exit on any failure.
+    Test {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Case files or directories of them (`*.json`, searched recursively).
+        #[arg(required = true)]
+        cases: Vec<PathBuf>,
+    },
+    /// Measure decisions per second and latency for one observation.
+    Bench {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        #[arg(long, short = 'o')]
+        observation: PathBuf,
+        /// Decisions to measure (after a warm-up of a tenth as many).
+        #[arg(long, default_value_t = 20_000)]
+        iterations: u32,
+        /// Also time the default policy's logic called natively in-process,
+        /// and print the ratio (only meaningful for the default policy).
+        #[arg(long)]
+        compare_native: bool,
+    },
+}
+
+/// Which policy to load and the sandbox limits to run it under.
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    /// Path to a policy component (`.wasm`), or `default` for the embedded default policy.
+    pub wasm: String,
+    /// Fuel (about one unit per wasm instruction) one decision may use.
+    #[arg(long, default_value_t = Limits::default().fuel)]
+    pub fuel: u64,
+    /// Linear-memory cap per guest instance, in MiB.
+    #[arg(long, default_value_t = (Limits::default().memory_bytes >> 20) as u64)]
+    pub memory_mib: u64,
+}
+
+impl PolicyArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            fuel: self.fuel,
+            memory_bytes: usize::try_from(self.memory_mib << 20).unwrap_or(usize::MAX),
+            ..Limits::default()
+        }
+    }
+
+    /// Load the policy named on the command line.
+    pub fn load(&self) -> anyhow::Result<LoadedPolicy> {
+        let engine = PolicyEngine::new(self.limits())?;
+        let loaded = if self.wasm == "default" {
+            policy::embedded::load_default(&engine)?
+        } else {
+            engine.load_file(Path::new(&self.wasm))?
+        };
+        Ok(loaded)
+    }
+}
+
+pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        PolicyCommand::Check { policy } => check(&policy),
+        PolicyCommand::Run { policy, observation } => run_once(&policy, &observation),
+        PolicyCommand::Test { policy, cases } => test(&policy, &cases),
+        PolicyCommand::Bench {
+            policy,
+            observation,
+            iterations,
+            compare_native,
+        } => bench(&policy, &observation, iterations, compare_native),
+    }
+}
+
+fn check(args: &PolicyArgs) -> anyhow::Result<ExitCode> {
+    let policy = args.load()?;
+    let description = policy.description();
+    println!("policy:      {}", policy.display_name());
+    println!("summary:     {}", description.summary);
+    println!("source:      {}", policy.source_name());
+    println!("digest:      sha256:{}", policy.digest());
+    let worlds = policy.worlds();
+    let mut kinds = Vec::new();
+    if worlds.template {
+        kinds.push("DeploymentTemplate");
+    }
+    if worlds.resource {
+        kinds.push("DeploymentResource");
+    }
+    println!("implements:  {worlds} (decides for {})", kinds.join(", "));
+    if description.annotations.is_empty() {
+        println!("annotations: none");
+    } else {
+        println!("annotations:");
+        let width = description.annotations.iter().map(|a| a.name.len()).max().unwrap_or(0);
+        for annotation in &description.annotations {
+            println!("  {:width$}  {}", annotation.name, annotation.description);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Read and parse an observation file; errors name the file and the problem.
+pub fn read_observation(path: &Path) -> anyhow::Result<model::Observation> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the file", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: not a valid observation", path.display()))
+}
+
+fn run_once(args: &PolicyArgs, observation: &Path) -> anyhow::Result<ExitCode> {
+    let observation = read_observation(observation)?;
+    let policy = args.load()?;
+    let decision = policy.decide(&observation)?;
+    for log in &decision.logs {
+        eprintln!("guest {:?}: {}", log.level, log.message);
+    }
+    if decision.dropped_logs > 0 {
+        eprintln!("guest: {} further log messages dropped", decision.dropped_logs);
+    }
+    println!("{}", serde_json::to_string_pretty(&decision.plan)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn test(args: &PolicyArgs, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let policy = args.load()?;
+    let mut loaded = Vec::new();
+    for path in paths {
+        loaded.extend(cases::load_cases(path)?);
+    }
+    if loaded.is_empty() {
+        anyhow::bail!("no case files (*.json) found in {}", display_paths(paths));
+    }
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for case in &loaded {
+        let name = case.path.display();
+        let outcome = match policy.decide(&case.case.observation) {
+            Ok(decision) => Ok(decision.plan),
+            Err(policy::DecisionError::Policy { error, .. }) => Err(error),
+            Err(error) => {
+                failed += 1;
+                println!("FAIL {name}: the policy did not decide: {error}");
+                continue;
+            }
+        };
+        match cases::check(&case.case, &outcome) {
+            Ok(()) => {
+                passed += 1;
+                println!("ok   {name}");
+            }
+            Err(mismatch) => {
+                failed += 1;
+                println!("FAIL {name}: {mismatch}");
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn display_paths(paths: &[PathBuf]) -> String {
+    paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Latency summary of one benchmark series.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub p50: Duration,
+    pub p99: Duration,
+    pub mean: Duration,
+    pub per_second: f64,
+}
+
+/// Time `iterations` calls of `decide` after a warm-up.
+pub fn measure(iterations: u32, mut decide: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<Timing> {
+    let iterations = iterations.max(10);
+    for _ in 0..iterations / 10 {
+        decide()?;
+    }
+    let mut samples = Vec::with_capacity(iterations as usize);
+    let started = Instant::now();
+    for _ in 0..iterations {
+        let before = Instant::now();
+        decide()?;
+        samples.push(before.elapsed());
+    }
+    let total = started.elapsed();
+    samples.sort_unstable();
+    let at = |quantile: f64| samples[((samples.len() - 1) as f64 * quantile).round() as usize];
+    Ok(Timing {
+        p50: at(0.50),
+        p99: at(0.99),
+        mean: total / iterations,
+        per_second: f64::from(iterations) / total.as_secs_f64(),
+    })
+}
+
+fn print_timing(label: &str, timing: &Timing) {
+    println!(
+        "{label:<28} {:>10.0} decisions/s   p50 {:>8.2} µs   p99 {:>8.2} µs   mean {:>8.2} µs",
+        timing.per_second,
+        micros(timing.p50),
+        micros(timing.p99),
+        micros(timing.mean)
+    );
+}
+
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+fn bench(args: &PolicyArgs, observation: &Path, iterations: u32, compare_native: bool) -> anyhow::Result<ExitCode> {
+    let observation = read_observation(observation)?;
+    let policy = args.load()?;
+    let first = policy.decide(&observation)?;
+    println!(
+        "policy {} ({} actions per plan, {} fuel per decision), {iterations} decisions",
+        policy.display_name(),
+        first.plan.len(),
+        first.fuel_used
+    );
+    let wasm = measure(iterations, || {
+        policy.decide(&observation)?;
+        Ok(())
+    })?;
+    print_timing("wasm (fresh instance each)", &wasm);
+    if compare_native {
+        let native = measure(iterations, || {
+            let plan = native_decide(&observation);
+            let _ = std::hint::black_box(plan);
+            Ok(())
+        })?;
+        print_timing("native (in-process)", &native);
+        println!(
+            "ratio wasm/native: p50 {:.2}x   mean {:.2}x",
+            micros(wasm.p50) / micros(native.p50).max(1e-3),
+            micros(wasm.mean) / micros(native.mean).max(1e-3)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The default policy's logic called directly, for comparison with the guest.
+fn native_decide(observation: &model::Observation) -> Result<model::Plan, model::PolicyError> {
+    match observation {
+        model::Observation::DeploymentTemplate(observation) => {
+            radwasm_policy_core::decide_template(observation).map(model::Plan::DeploymentTemplate)
+        }
+        model::Observation::DeploymentResource(observation) => {
+            radwasm_policy_core::decide_resource(observation).map(model::Plan::DeploymentResource)
+        }
+    }
+}
