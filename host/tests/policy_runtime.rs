@@ -6,9 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use radwasm::policy::{DecisionError, Limits, LoadError, PolicyEngine, embedded};
-use radwasm_policy_model::{
-    ObjectMeta, TemplateAction, TemplateObservation, TemplatePhase,
-};
+use radwasm_policy_model::{ObjectMeta, TemplateAction, TemplateObservation, TemplatePhase};
 
 fn guest(name: &str) -> PathBuf {
     PathBuf::from(env!("RADWASM_GUEST_DIR")).join(format!("{name}.wasm"))
@@ -51,9 +49,21 @@ fn the_embedded_default_policy_loads_and_describes_itself() {
     let policy = embedded::load_default(&engine).expect("default policy loads");
     assert_eq!(policy.description().name, "default");
     assert!(policy.worlds().template && policy.worlds().resource);
-    let annotations: Vec<&str> = policy.description().annotations.iter().map(|a| a.name.as_str()).collect();
-    for expected in ["radapp.io/reconcile-policy", "radapp.io/hold", "radapp.io/depends-on"] {
-        assert!(annotations.contains(&expected), "{expected} missing from {annotations:?}");
+    let annotations: Vec<&str> = policy
+        .description()
+        .annotations
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    for expected in [
+        "radapp.io/reconcile-policy",
+        "radapp.io/hold",
+        "radapp.io/depends-on",
+    ] {
+        assert!(
+            annotations.contains(&expected),
+            "{expected} missing from {annotations:?}"
+        );
     }
     assert_eq!(policy.digest().len(), 64);
 }
@@ -62,45 +72,73 @@ fn the_embedded_default_policy_loads_and_describes_itself() {
 fn a_new_template_first_gets_the_finalizer() {
     let engine = engine();
     let policy = embedded::load_default(&engine).expect("default policy loads");
-    let decision = policy.decide_template(&template("app", &[])).expect("decides");
-    assert_eq!(decision.plan.actions.first(), Some(&TemplateAction::AddFinalizer));
+    let decision = policy
+        .decide_template(&template("app", &[]))
+        .expect("decides");
+    assert_eq!(
+        decision.plan.actions.first(),
+        Some(&TemplateAction::AddFinalizer)
+    );
     assert!(decision.fuel_used > 0);
 }
 
 #[test]
 fn a_guest_that_loops_forever_runs_out_of_fuel_and_the_host_carries_on() {
     let engine = engine();
-    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
-    let error = policy.decide_template(&misbehaving("loop")).expect_err("must not finish");
+    let policy = engine
+        .load_file(&guest("misbehaving-policy"))
+        .expect("loads");
+    let error = policy
+        .decide_template(&misbehaving("loop"))
+        .expect_err("must not finish");
     assert!(matches!(error, DecisionError::OutOfFuel { .. }), "{error}");
     assert!(error.to_string().contains("CPU budget"), "{error}");
     // The same policy and engine still decide for a well-behaved object.
-    policy.decide_template(&template("fine", &[])).expect("next decision works");
+    policy
+        .decide_template(&template("fine", &[]))
+        .expect("next decision works");
 }
 
 #[test]
 fn a_guest_that_allocates_without_bound_hits_the_memory_cap() {
     let engine = engine();
-    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
-    let error = policy.decide_template(&misbehaving("allocate")).expect_err("must hit the cap");
-    assert!(matches!(error, DecisionError::MemoryLimit { limit_bytes, .. } if limit_bytes == 16 << 20), "{error}");
-    policy.decide_template(&template("fine", &[])).expect("next decision works");
+    let policy = engine
+        .load_file(&guest("misbehaving-policy"))
+        .expect("loads");
+    let error = policy
+        .decide_template(&misbehaving("allocate"))
+        .expect_err("must hit the cap");
+    assert!(
+        matches!(error, DecisionError::MemoryLimit { limit_bytes, .. } if limit_bytes == 16 << 20),
+        "{error}"
+    );
+    policy
+        .decide_template(&template("fine", &[]))
+        .expect("next decision works");
 }
 
 #[test]
 fn a_trap_fails_that_decision_only() {
     let engine = engine();
-    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
-    let error = policy.decide_template(&misbehaving("trap")).expect_err("traps");
+    let policy = engine
+        .load_file(&guest("misbehaving-policy"))
+        .expect("loads");
+    let error = policy
+        .decide_template(&misbehaving("trap"))
+        .expect_err("traps");
     assert!(matches!(error, DecisionError::Trap { .. }), "{error}");
     let default = embedded::load_default(&engine).expect("default loads");
-    default.decide_template(&template("app", &[])).expect("other policies unaffected");
+    default
+        .decide_template(&template("app", &[]))
+        .expect("other policies unaffected");
 }
 
 #[test]
 fn a_policy_error_is_reported_with_its_code() {
     let engine = engine();
-    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
+    let policy = engine
+        .load_file(&guest("misbehaving-policy"))
+        .expect("loads");
     match policy.decide_template(&misbehaving("error")) {
         Err(DecisionError::Policy { error, .. }) => assert!(!error.code.is_empty()),
         other => panic!("expected a policy error, got {other:?}"),
@@ -110,8 +148,12 @@ fn a_policy_error_is_reported_with_its_code() {
 #[test]
 fn guest_logging_is_capped_per_decision() {
     let engine = engine();
-    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
-    let decision = policy.decide_template(&misbehaving("log-flood")).expect("decides");
+    let policy = engine
+        .load_file(&guest("misbehaving-policy"))
+        .expect("loads");
+    let decision = policy
+        .decide_template(&misbehaving("log-flood"))
+        .expect("decides");
     assert_eq!(decision.logs.len(), radwasm::policy::MAX_LOG_MESSAGES);
     assert!(decision.dropped_logs > 0);
 }
@@ -119,12 +161,21 @@ fn guest_logging_is_capped_per_decision() {
 #[test]
 fn clocks_and_randomness_are_deterministic_so_decisions_replay() {
     let engine = engine();
-    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
-    let first = policy.decide_template(&misbehaving("clock")).expect("decides");
-    let second = policy.decide_template(&misbehaving("clock")).expect("decides");
+    let policy = engine
+        .load_file(&guest("misbehaving-policy"))
+        .expect("loads");
+    let first = policy
+        .decide_template(&misbehaving("clock"))
+        .expect("decides");
+    let second = policy
+        .decide_template(&misbehaving("clock"))
+        .expect("decides");
     assert_eq!(first.plan, second.plan, "same observation, same plan");
     let text = serde_json::to_string(&first.plan).expect("serialises");
-    assert!(text.contains("1577836800"), "the guest sees the fixed clock: {text}");
+    assert!(
+        text.contains("1577836800"),
+        "the guest sees the fixed clock: {text}"
+    );
 }
 
 #[test]
@@ -147,7 +198,9 @@ fn decisions_run_concurrently_from_many_threads() {
 #[test]
 fn the_guardrail_fails_a_latest_image_and_the_default_does_not() {
     let engine = engine();
-    let guardrail = engine.load_file(&guest("image-tag-guardrail")).expect("guardrail loads");
+    let guardrail = engine
+        .load_file(&guest("image-tag-guardrail"))
+        .expect("guardrail loads");
     let default = embedded::load_default(&engine).expect("default loads");
     let mut observation = template("app", &[]);
     observation.meta.finalizers = vec![radwasm_policy_model::TEMPLATE_FINALIZER.to_string()];
@@ -172,11 +225,19 @@ fn the_guardrail_fails_a_latest_image_and_the_default_does_not() {
             if update.phase == Some(TemplatePhase::Failed)
                 && update.message.as_deref().is_some_and(|m| m.contains("nginx:latest")))
     });
-    assert!(failed, "guardrail must fail the template: {:?}", guarded.plan);
+    assert!(
+        failed,
+        "guardrail must fail the template: {:?}",
+        guarded.plan
+    );
 
     let plain = default.decide_template(&observation).expect("decides");
     assert!(
-        plain.plan.actions.iter().any(|action| matches!(action, TemplateAction::StartDeployment(_))),
+        plain
+            .plan
+            .actions
+            .iter()
+            .any(|action| matches!(action, TemplateAction::StartDeployment(_))),
         "the default policy deploys it: {:?}",
         plain.plan
     );
@@ -195,8 +256,16 @@ fn bad_files_give_one_clear_error_naming_the_file() {
 
     let empty = dir.path().join("empty.wasm");
     std::fs::write(&empty, wat::parse_str("(component)").expect("wat")).expect("write");
-    let error = engine.load_file(&empty).err().expect("empty component rejected");
-    assert!(error.to_string().contains("does not export radapp:policy/metadata@0.1.0"), "{error}");
+    let error = engine
+        .load_file(&empty)
+        .err()
+        .expect("empty component rejected");
+    assert!(
+        error
+            .to_string()
+            .contains("does not export radapp:policy/metadata@0.1.0"),
+        "{error}"
+    );
 
     let text = dir.path().join("notes.wasm");
     std::fs::write(&text, "hello").expect("write");
@@ -204,7 +273,10 @@ fn bad_files_give_one_clear_error_naming_the_file() {
     assert!(matches!(error, LoadError::NotWasm { .. }), "{error}");
 
     let missing = dir.path().join("missing.wasm");
-    let error = engine.load_file(&missing).err().expect("missing file rejected");
+    let error = engine
+        .load_file(&missing)
+        .err()
+        .expect("missing file rejected");
     assert!(error.to_string().contains("missing.wasm"), "{error}");
 }
 
@@ -221,22 +293,37 @@ fn a_policy_file_is_swapped_at_run_time_and_a_broken_replacement_is_refused() {
 
     std::fs::copy(guest("image-tag-guardrail"), &path).expect("copy guardrail");
     let in_flight = slot.current();
-    assert!(matches!(slot.reload().expect("reload"), Reload::Swapped { .. }));
+    assert!(matches!(
+        slot.reload().expect("reload"),
+        Reload::Swapped { .. }
+    ));
     assert_eq!(slot.current().description().name, "image-tag-guardrail");
-    assert_eq!(in_flight.description().name, "default", "a decision in flight keeps its policy");
+    assert_eq!(
+        in_flight.description().name,
+        "default",
+        "a decision in flight keeps its policy"
+    );
 
     std::fs::write(&path, b"not wasm").expect("break the file");
     let error = slot.reload().expect_err("broken policy refused");
     assert!(error.to_string().contains("policy.wasm"), "{error}");
-    assert_eq!(slot.current().description().name, "image-tag-guardrail", "old policy stays in charge");
+    assert_eq!(
+        slot.current().description().name,
+        "image-tag-guardrail",
+        "old policy stays in charge"
+    );
 }
 
 #[test]
 fn every_decision_gets_a_fresh_instance_so_no_state_leaks() {
     let engine = engine();
-    let policy = engine.load_file(&guest("misbehaving-policy")).expect("loads");
+    let policy = engine
+        .load_file(&guest("misbehaving-policy"))
+        .expect("loads");
     for _ in 0..3 {
-        let decision = policy.decide_template(&misbehaving("count")).expect("decides");
+        let decision = policy
+            .decide_template(&misbehaving("count"))
+            .expect("decides");
         let text = serde_json::to_string(&decision.plan).expect("serialises");
         assert!(text.contains("decisions in this instance: 1"), "{text}");
     }

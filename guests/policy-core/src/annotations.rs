@@ -49,7 +49,12 @@ pub fn is_held(annotations: &BTreeMap<String, String>) -> bool {
 /// empties or duplicates, in the order written.
 pub fn depends_on(annotations: &BTreeMap<String, String>) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for name in annotations.get(DEPENDS_ON).map(String::as_str).unwrap_or("").split(',') {
+    for name in annotations
+        .get(DEPENDS_ON)
+        .map(String::as_str)
+        .unwrap_or("")
+        .split(',')
+    {
         let name = name.trim();
         if !name.is_empty() && !names.iter().any(|seen| seen == name) {
             names.push(name.to_string());
@@ -63,21 +68,33 @@ mod tests {
     use super::*;
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn reconcile_mode_defaults_to_manage_and_names_bad_values() {
         assert_eq!(reconcile_mode(&map(&[])), Ok(ReconcileMode::Manage));
-        assert_eq!(reconcile_mode(&map(&[(RECONCILE_POLICY, "skip")])), Ok(ReconcileMode::Skip));
+        assert_eq!(
+            reconcile_mode(&map(&[(RECONCILE_POLICY, "skip")])),
+            Ok(ReconcileMode::Skip)
+        );
         let error = reconcile_mode(&map(&[(RECONCILE_POLICY, "yolo")])).expect_err("unknown");
-        assert!(error.contains(RECONCILE_POLICY) && error.contains("yolo"), "{error}");
+        assert!(
+            error.contains(RECONCILE_POLICY) && error.contains("yolo"),
+            "{error}"
+        );
     }
 
     #[test]
     fn hold_and_depends_on_parse_leniently() {
         assert!(is_held(&map(&[(HOLD, "True")])));
         assert!(!is_held(&map(&[(HOLD, "false")])));
-        assert_eq!(depends_on(&map(&[(DEPENDS_ON, " a, b,,a ")])), vec!["a", "b"]);
+        assert_eq!(
+            depends_on(&map(&[(DEPENDS_ON, " a, b,,a ")])),
+            vec!["a", "b"]
+        );
     }
 }

@@ -15,7 +15,8 @@ pub mod template;
 pub mod timing;
 
 use radwasm_policy_model::{
-    AnnotationDoc, Description, PolicyError, ResourceObservation, ResourcePlan, TemplateObservation, TemplatePlan,
+    AnnotationDoc, Description, PolicyError, ResourceObservation, ResourcePlan,
+    TemplateObservation, TemplatePlan,
     annotations::{DEPENDS_ON, HOLD, RECONCILE_POLICY},
 };
 

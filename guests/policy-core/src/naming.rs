@@ -7,13 +7,24 @@
 /// type or scope apart, which the bare resource name (Radius's choice) did not.
 pub fn resource_object_name(radius_id: &str) -> String {
     let lower = radius_id.to_ascii_lowercase();
-    let segments: Vec<&str> = lower.split('/').filter(|segment| !segment.is_empty()).collect();
+    let segments: Vec<&str> = lower
+        .split('/')
+        .filter(|segment| !segment.is_empty())
+        .collect();
     let name = segments.last().copied().unwrap_or("resource");
-    let kind = segments.len().checked_sub(2).and_then(|i| segments.get(i)).copied().unwrap_or("resource");
+    let kind = segments
+        .len()
+        .checked_sub(2)
+        .and_then(|i| segments.get(i))
+        .copied()
+        .unwrap_or("resource");
     let hash = format!("{:08x}", fnv1a(lower.as_bytes()) as u32);
     let stem = format!("{}-{}", sanitize(name), sanitize(kind));
     let budget = 63 - hash.len() - 1;
-    let stem = stem.get(..budget.min(stem.len())).unwrap_or(&stem).trim_end_matches('-');
+    let stem = stem
+        .get(..budget.min(stem.len()))
+        .unwrap_or(&stem)
+        .trim_end_matches('-');
     if stem.is_empty() {
         format!("r-{hash}")
     } else {
@@ -24,10 +35,17 @@ pub fn resource_object_name(radius_id: &str) -> String {
 /// Name of the ARM deployment for a template at a spec hash:
 /// `{template}-{first 12 of hash}`, at most 64 characters.
 pub fn deployment_name(template_name: &str, spec_hash: &str) -> String {
-    let short: String = spec_hash.chars().filter(|c| c.is_ascii_alphanumeric()).take(12).collect();
+    let short: String = spec_hash
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(12)
+        .collect();
     let name = sanitize(template_name);
     let budget = 64 - short.len() - 1;
-    let name = name.get(..budget.min(name.len())).unwrap_or(&name).trim_end_matches('-');
+    let name = name
+        .get(..budget.min(name.len()))
+        .unwrap_or(&name)
+        .trim_end_matches('-');
     match (name.is_empty(), short.is_empty()) {
         (false, false) => format!("{name}-{short}"),
         (false, true) => name.to_string(),
@@ -44,7 +62,12 @@ pub fn deletion_wave(radius_id: &str) -> u8 {
         return 0;
     };
     let segments: Vec<&str> = after.split('/').collect();
-    let kind = segments.len().checked_sub(2).and_then(|i| segments.get(i)).copied().unwrap_or("");
+    let kind = segments
+        .len()
+        .checked_sub(2)
+        .and_then(|i| segments.get(i))
+        .copied()
+        .unwrap_or("");
     match kind {
         "applications" => 1,
         "environments" => 2,
@@ -83,34 +106,66 @@ mod tests {
 
     #[test]
     fn same_name_different_type_does_not_collide() {
-        let container = resource_object_name(&format!("{SCOPE}/providers/Applications.Core/containers/demo"));
-        let gateway = resource_object_name(&format!("{SCOPE}/providers/Applications.Core/gateways/demo"));
+        let container = resource_object_name(&format!(
+            "{SCOPE}/providers/Applications.Core/containers/demo"
+        ));
+        let gateway = resource_object_name(&format!(
+            "{SCOPE}/providers/Applications.Core/gateways/demo"
+        ));
         assert_ne!(container, gateway);
         assert!(container.starts_with("demo-containers-"), "{container}");
     }
 
     #[test]
     fn names_are_stable_case_insensitive_dns_labels() {
-        let a = resource_object_name(&format!("{SCOPE}/providers/Applications.Core/containers/My_App"));
-        let b = resource_object_name(&format!("{}/providers/applications.core/CONTAINERS/my_app", SCOPE.to_uppercase()));
+        let a = resource_object_name(&format!(
+            "{SCOPE}/providers/Applications.Core/containers/My_App"
+        ));
+        let b = resource_object_name(&format!(
+            "{}/providers/applications.core/CONTAINERS/my_app",
+            SCOPE.to_uppercase()
+        ));
         assert_eq!(a, b);
-        let long = resource_object_name(&format!("{SCOPE}/providers/Applications.Core/containers/{}", "x".repeat(200)));
+        let long = resource_object_name(&format!(
+            "{SCOPE}/providers/Applications.Core/containers/{}",
+            "x".repeat(200)
+        ));
         assert!(long.len() <= 63, "{long}");
         for name in [&a, &long] {
-            assert!(name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'), "{name}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{name}"
+            );
         }
     }
 
     #[test]
     fn deployment_names_fit_arm_limits() {
-        assert_eq!(deployment_name("app", "abcdef0123456789"), "app-abcdef012345");
+        assert_eq!(
+            deployment_name("app", "abcdef0123456789"),
+            "app-abcdef012345"
+        );
         assert!(deployment_name(&"n".repeat(100), "abcdef0123456789").len() <= 64);
     }
 
     #[test]
     fn applications_and_environments_go_last() {
-        assert_eq!(deletion_wave(&format!("{SCOPE}/providers/Applications.Core/containers/a")), 0);
-        assert_eq!(deletion_wave(&format!("{SCOPE}/providers/Applications.Core/applications/a")), 1);
-        assert_eq!(deletion_wave(&format!("{SCOPE}/providers/Applications.Core/environments/a")), 2);
+        assert_eq!(
+            deletion_wave(&format!("{SCOPE}/providers/Applications.Core/containers/a")),
+            0
+        );
+        assert_eq!(
+            deletion_wave(&format!(
+                "{SCOPE}/providers/Applications.Core/applications/a"
+            )),
+            1
+        );
+        assert_eq!(
+            deletion_wave(&format!(
+                "{SCOPE}/providers/Applications.Core/environments/a"
+            )),
+            2
+        );
     }
 }

@@ -3,9 +3,9 @@
 //! write status only when it changes, so a settled object gets an empty plan.
 
 use radwasm_policy_model::{
-    Condition, ConditionStatus, Event, EventType, READY_CONDITION, ResourceAction, ResourcePhase, ResourcePlan,
-    ResourceStatus, ResourceStatusUpdate, TemplateAction, TemplatePhase, TemplatePlan, TemplateStatus,
-    TemplateStatusUpdate,
+    Condition, ConditionStatus, Event, EventType, READY_CONDITION, ResourceAction, ResourcePhase,
+    ResourcePlan, ResourceStatus, ResourceStatusUpdate, TemplateAction, TemplatePhase,
+    TemplatePlan, TemplateStatus, TemplateStatusUpdate,
 };
 
 /// A `Ready` condition.
@@ -65,16 +65,28 @@ impl TemplatePlanner {
         if let Some(message) = desired.message.filter(|m| *m != current.message) {
             update.message = Some(message);
         }
-        if let Some(generation) = desired.observed_generation.filter(|g| *g != current.observed_generation) {
+        if let Some(generation) = desired
+            .observed_generation
+            .filter(|g| *g != current.observed_generation)
+        {
             update.observed_generation = Some(generation);
         }
-        if let Some(hash) = desired.status_hash.filter(|h| current.status_hash.as_ref() != Some(h)) {
+        if let Some(hash) = desired
+            .status_hash
+            .filter(|h| current.status_hash.as_ref() != Some(h))
+        {
             update.status_hash = Some(hash);
         }
-        if let Some(ids) = desired.output_resources.filter(|ids| *ids != current.output_resources) {
+        if let Some(ids) = desired
+            .output_resources
+            .filter(|ids| *ids != current.output_resources)
+        {
             update.output_resources = Some(ids);
         }
-        if let Some(ready) = desired.ready.filter(|ready| ready_differs(&current.conditions, ready)) {
+        if let Some(ready) = desired
+            .ready
+            .filter(|ready| ready_differs(&current.conditions, ready))
+        {
             update.conditions.push(ready);
         }
         let changed = update != TemplateStatusUpdate::default();
@@ -146,7 +158,10 @@ impl ResourcePlanner {
         if let Some(message) = desired.message.filter(|m| *m != current.message) {
             update.message = Some(message);
         }
-        if let Some(ready) = desired.ready.filter(|ready| ready_differs(&current.conditions, ready)) {
+        if let Some(ready) = desired
+            .ready
+            .filter(|ready| ready_differs(&current.conditions, ready))
+        {
             update.conditions.push(ready);
         }
         let changed = update != ResourceStatusUpdate::default();

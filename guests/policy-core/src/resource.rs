@@ -3,8 +3,8 @@
 //! (DESIGN §7), treat 404 as done, and retry failures on a fixed delay.
 
 use radwasm_policy_model::{
-    ConditionStatus, EventType, OperationKind, OperationResult, PolicyError, RESOURCE_FINALIZER, ResourceAction,
-    ResourceObservation, ResourcePhase, ResourcePlan,
+    ConditionStatus, EventType, OperationKind, OperationResult, PolicyError, RESOURCE_FINALIZER,
+    ResourceAction, ResourceObservation, ResourcePhase, ResourcePlan,
 };
 
 use crate::annotations::{self, ReconcileMode};
@@ -15,7 +15,11 @@ use crate::timing::{DELETE_RETRY_MS, POLL_DEFAULT_MS, POLL_ERROR_RETRY_MS, poll_
 /// Decide what to do next for one resource.
 pub fn decide(observation: &ResourceObservation) -> Result<ResourcePlan, PolicyError> {
     let mut plan = ResourcePlanner::new();
-    let has_finalizer = observation.meta.finalizers.iter().any(|f| f == RESOURCE_FINALIZER);
+    let has_finalizer = observation
+        .meta
+        .finalizers
+        .iter()
+        .any(|f| f == RESOURCE_FINALIZER);
     if observation.meta.deletion_requested {
         if has_finalizer {
             delete(observation, &mut plan);
@@ -42,7 +46,11 @@ pub fn decide(observation: &ResourceObservation) -> Result<ResourcePlan, PolicyE
 
 fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
     let id = &observation.radius_id;
-    if let Some(operation) = observation.operation.as_ref().filter(|op| op.kind == OperationKind::Deletion) {
+    if let Some(operation) = observation
+        .operation
+        .as_ref()
+        .filter(|op| op.kind == OperationKind::Deletion)
+    {
         match &operation.result {
             OperationResult::InProgress { retry_after_ms } => {
                 deleting(observation, plan, format!("deleting {id} in Radius"));
@@ -50,7 +58,11 @@ fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
             }
             OperationResult::Succeeded { .. } | OperationResult::NotFound => {
                 plan.push(ResourceAction::RemoveFinalizer);
-                plan.event(EventType::Normal, "RadiusResourceDeleted", format!("deleted {id} in Radius"));
+                plan.event(
+                    EventType::Normal,
+                    "RadiusResourceDeleted",
+                    format!("deleted {id} in Radius"),
+                );
             }
             OperationResult::Failed(error) => {
                 let message = format!(
@@ -62,11 +74,18 @@ fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
                 delete_failed(observation, plan, message);
             }
             OperationResult::Canceled => {
-                let message = format!("deleting {id} was canceled; retrying in {}s", DELETE_RETRY_MS / 1000);
+                let message = format!(
+                    "deleting {id} was canceled; retrying in {}s",
+                    DELETE_RETRY_MS / 1000
+                );
                 delete_failed(observation, plan, message);
             }
             OperationResult::PollError(reason) => {
-                deleting(observation, plan, format!("cannot poll the deletion of {id} yet ({reason}); retrying"));
+                deleting(
+                    observation,
+                    plan,
+                    format!("cannot poll the deletion of {id} yet ({reason}); retrying"),
+                );
                 plan.requeue(POLL_ERROR_RETRY_MS);
             }
         }
@@ -81,7 +100,11 @@ fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
         }
         Err(why) => {
             plan.push(ResourceAction::RemoveFinalizer);
-            plan.event(EventType::Normal, "Detached", format!("{id} left in Radius: {why}"));
+            plan.event(
+                EventType::Normal,
+                "Detached",
+                format!("{id} left in Radius: {why}"),
+            );
         }
     }
 }
@@ -92,7 +115,11 @@ fn deleting(observation: &ResourceObservation, plan: &mut ResourcePlanner, messa
         DesiredResourceStatus {
             phase: Some(ResourcePhase::Deleting),
             message: Some(message.clone()),
-            ready: Some(ready_condition(ConditionStatus::False, "Deleting", &message)),
+            ready: Some(ready_condition(
+                ConditionStatus::False,
+                "Deleting",
+                &message,
+            )),
             clear_operation: false,
         },
     );
@@ -104,7 +131,11 @@ fn delete_failed(observation: &ResourceObservation, plan: &mut ResourcePlanner, 
         DesiredResourceStatus {
             phase: Some(ResourcePhase::Failed),
             message: Some(message.clone()),
-            ready: Some(ready_condition(ConditionStatus::False, "DeleteFailed", &message)),
+            ready: Some(ready_condition(
+                ConditionStatus::False,
+                "DeleteFailed",
+                &message,
+            )),
             clear_operation: true,
         },
     );
@@ -120,25 +151,45 @@ pub fn may_delete_in_radius(observation: &ResourceObservation) -> Result<(), Str
         return Err("it has no controller owner template".to_string());
     };
     match &owner.found_uid {
-        None => return Err(format!("its owner template {} no longer exists", owner.name)),
+        None => {
+            return Err(format!(
+                "its owner template {} no longer exists",
+                owner.name
+            ));
+        }
         Some(uid) if *uid != owner.reference_uid => {
-            return Err(format!("template {} was replaced by another object (uid {uid})", owner.name));
+            return Err(format!(
+                "template {} was replaced by another object (uid {uid})",
+                owner.name
+            ));
         }
         Some(_) => {}
     }
-    for (whose, annotations) in [("template", &owner.annotations), ("resource", &observation.meta.annotations)] {
+    for (whose, annotations) in [
+        ("template", &owner.annotations),
+        ("resource", &observation.meta.annotations),
+    ] {
         match annotations::reconcile_mode(annotations) {
             Ok(ReconcileMode::Manage) => {}
-            Ok(ReconcileMode::Skip) => return Err(format!("the {whose}'s reconcile-policy is skip")),
-            Ok(ReconcileMode::DetachOnDelete) => {
-                return Err(format!("the {whose}'s reconcile-policy is detach-on-delete"));
+            Ok(ReconcileMode::Skip) => {
+                return Err(format!("the {whose}'s reconcile-policy is skip"));
             }
-            Err(message) => return Err(format!("the {whose} has an invalid annotation ({message})")),
+            Ok(ReconcileMode::DetachOnDelete) => {
+                return Err(format!(
+                    "the {whose}'s reconcile-policy is detach-on-delete"
+                ));
+            }
+            Err(message) => {
+                return Err(format!("the {whose} has an invalid annotation ({message})"));
+            }
         }
     }
-    let scope = spec::deployment_scope(&owner.provider_config).map_err(|error| format!("owner {error}"))?;
+    let scope =
+        spec::deployment_scope(&owner.provider_config).map_err(|error| format!("owner {error}"))?;
     if !spec::scope_contains(&scope, &observation.radius_id) {
-        return Err(format!("it is outside the template's deployment scope {scope}"));
+        return Err(format!(
+            "it is outside the template's deployment scope {scope}"
+        ));
     }
     Ok(())
 }

@@ -76,7 +76,8 @@ pub fn validate_parameters(text: &str) -> Result<(), SpecError> {
     let Some(object) = value.as_object() else {
         return Err(SpecError {
             field: FIELD,
-            problem: "must be a JSON object of ARM parameters, {\"name\": {\"value\": ...}}".to_string(),
+            problem: "must be a JSON object of ARM parameters, {\"name\": {\"value\": ...}}"
+                .to_string(),
         });
     };
     for (name, parameter) in object {
@@ -86,7 +87,9 @@ pub fn validate_parameters(text: &str) -> Result<(), SpecError> {
         if !well_formed {
             return Err(SpecError {
                 field: FIELD,
-                problem: format!("parameter {name:?} must be an object with \"value\" (or \"reference\"), like {{\"{name}\": {{\"value\": ...}}}}"),
+                problem: format!(
+                    "parameter {name:?} must be an object with \"value\" (or \"reference\"), like {{\"{name}\": {{\"value\": ...}}}}"
+                ),
             });
         }
     }
@@ -176,7 +179,12 @@ mod tests {
         let error = validate(&spec("{}", r#"{"tag":"v1"}"#, PROVIDER)).expect_err("bad parameters");
         assert_eq!(error.field, "spec.parameters");
         assert!(error.problem.contains("\"tag\""), "{error}");
-        let error = validate(&spec("{}", "{}", r#"{"radius":{"value":{"scope":"/planes/aws/x"}}}"#)).expect_err("bad scope");
+        let error = validate(&spec(
+            "{}",
+            "{}",
+            r#"{"radius":{"value":{"scope":"/planes/aws/x"}}}"#,
+        ))
+        .expect_err("bad scope");
         assert_eq!(error.field, "spec.providerConfig");
         let error = validate(&spec("{}", "{}", "")).expect_err("missing provider config");
         assert!(error.problem.contains("missing"), "{error}");
@@ -185,7 +193,13 @@ mod tests {
     #[test]
     fn containment_is_on_a_path_boundary() {
         let scope = "/planes/radius/local/resourceGroups/default";
-        assert!(scope_contains(scope, "/planes/radius/local/resourcegroups/DEFAULT/providers/A.B/c/d"));
-        assert!(!scope_contains(scope, "/planes/radius/local/resourceGroups/default2/providers/A.B/c/d"));
+        assert!(scope_contains(
+            scope,
+            "/planes/radius/local/resourcegroups/DEFAULT/providers/A.B/c/d"
+        ));
+        assert!(!scope_contains(
+            scope,
+            "/planes/radius/local/resourceGroups/default2/providers/A.B/c/d"
+        ));
     }
 }

@@ -3,8 +3,9 @@
 //! output means "remove everything", `ReadyPendingCleanup`, safe delete order).
 
 use radwasm_policy_model::{
-    ConditionStatus, CreateResource, EventType, OperationKind, OperationResult, PolicyError, StartDeployment,
-    TEMPLATE_FINALIZER, TemplateAction, TemplateObservation, TemplatePhase, TemplatePlan,
+    ConditionStatus, CreateResource, EventType, OperationKind, OperationResult, PolicyError,
+    StartDeployment, TEMPLATE_FINALIZER, TemplateAction, TemplateObservation, TemplatePhase,
+    TemplatePlan,
 };
 
 use crate::annotations::{self, ReconcileMode};
@@ -12,7 +13,8 @@ use crate::naming;
 use crate::plan::{DesiredTemplateStatus, TemplatePlanner, ready_condition};
 use crate::spec;
 use crate::timing::{
-    CLEANUP_RECHECK_MS, DELETING_RECHECK_MS, DEPENDENCY_WAIT_MS, POLL_DEFAULT_MS, POLL_ERROR_RETRY_MS, poll_after,
+    CLEANUP_RECHECK_MS, DELETING_RECHECK_MS, DEPENDENCY_WAIT_MS, POLL_DEFAULT_MS,
+    POLL_ERROR_RETRY_MS, poll_after,
 };
 
 /// Decide what to do next for one template.
@@ -54,7 +56,12 @@ pub fn decide(observation: &TemplateObservation) -> Result<TemplatePlan, PolicyE
 
     match &observation.operation {
         Some(operation) if operation.kind == OperationKind::Deployment => {
-            follow_deployment(observation, &operation.subject, &operation.result, &mut plan);
+            follow_deployment(
+                observation,
+                &operation.subject,
+                &operation.result,
+                &mut plan,
+            );
         }
         Some(_) => {
             // A deletion operation is never recorded on a template; forget it.
@@ -90,7 +97,12 @@ fn hold(observation: &TemplateObservation, plan: &mut TemplatePlanner) {
 
 /// Mark the template Failed at this generation with `message`; an event only
 /// when this is news.
-fn fail(observation: &TemplateObservation, plan: &mut TemplatePlanner, reason: &str, message: String) {
+fn fail(
+    observation: &TemplateObservation,
+    plan: &mut TemplatePlanner,
+    reason: &str,
+    message: String,
+) {
     let changed = plan.status(
         &observation.status,
         DesiredTemplateStatus {
@@ -121,7 +133,11 @@ fn follow_deployment(
                 DesiredTemplateStatus {
                     phase: Some(TemplatePhase::Updating),
                     message: Some(message.clone()),
-                    ready: Some(ready_condition(ConditionStatus::False, "Deploying", &message)),
+                    ready: Some(ready_condition(
+                        ConditionStatus::False,
+                        "Deploying",
+                        &message,
+                    )),
                     ..Default::default()
                 },
             );
@@ -131,7 +147,9 @@ fn follow_deployment(
             plan.status(
                 &observation.status,
                 DesiredTemplateStatus {
-                    message: Some(format!("cannot poll the Radius deployment yet ({reason}); retrying")),
+                    message: Some(format!(
+                        "cannot poll the Radius deployment yet ({reason}); retrying"
+                    )),
                     ..Default::default()
                 },
             );
@@ -155,7 +173,10 @@ fn follow_deployment(
             plan.event(
                 EventType::Normal,
                 "DeploymentSucceeded",
-                format!("deployment succeeded with {} resources", output_resources.len()),
+                format!(
+                    "deployment succeeded with {} resources",
+                    output_resources.len()
+                ),
             );
             if deployed_hash != observation.spec_hash {
                 // The spec changed while Radius deployed the older one.
@@ -167,10 +188,16 @@ fn follow_deployment(
             deployment_ended_badly(observation, plan, "DeploymentFailed", message);
         }
         OperationResult::Canceled => {
-            deployment_ended_badly(observation, plan, "DeploymentCanceled", "deployment was canceled".to_string());
+            deployment_ended_badly(
+                observation,
+                plan,
+                "DeploymentCanceled",
+                "deployment was canceled".to_string(),
+            );
         }
         OperationResult::NotFound => {
-            let message = "Radius no longer knows the deployment operation; deploying again".to_string();
+            let message =
+                "Radius no longer knows the deployment operation; deploying again".to_string();
             plan.status(
                 &observation.status,
                 DesiredTemplateStatus {
@@ -185,7 +212,12 @@ fn follow_deployment(
     }
 }
 
-fn deployment_ended_badly(observation: &TemplateObservation, plan: &mut TemplatePlanner, reason: &str, message: String) {
+fn deployment_ended_badly(
+    observation: &TemplateObservation,
+    plan: &mut TemplatePlanner,
+    reason: &str,
+    message: String,
+) {
     plan.status(
         &observation.status,
         DesiredTemplateStatus {
@@ -207,7 +239,12 @@ fn ready_for(phase: TemplatePhase, message: &str) -> radwasm_policy_model::Condi
     }
 }
 
-fn settle_or_deploy(observation: &TemplateObservation, mode: ReconcileMode, scope: &str, plan: &mut TemplatePlanner) {
+fn settle_or_deploy(
+    observation: &TemplateObservation,
+    mode: ReconcileMode,
+    scope: &str,
+    plan: &mut TemplatePlanner,
+) {
     let status = &observation.status;
     let generation = observation.meta.generation;
     let up_to_date = status.status_hash.as_deref() == Some(observation.spec_hash.as_str());
@@ -223,7 +260,11 @@ fn settle_or_deploy(observation: &TemplateObservation, mode: ReconcileMode, scop
             DesiredTemplateStatus {
                 message: Some(message.clone()),
                 observed_generation: Some(generation),
-                ready: Some(ready_condition(ConditionStatus::Unknown, "ReconcileSkipped", &message)),
+                ready: Some(ready_condition(
+                    ConditionStatus::Unknown,
+                    "ReconcileSkipped",
+                    &message,
+                )),
                 ..Default::default()
             },
         );
@@ -253,14 +294,22 @@ fn settle_or_deploy(observation: &TemplateObservation, mode: ReconcileMode, scop
         return;
     }
 
-    let waiting: Vec<String> = observation
-        .dependencies
-        .iter()
-        .filter(|dependency| !(dependency.exists && dependency.phase == Some(TemplatePhase::Ready)))
-        .map(|dependency| match (dependency.exists, dependency.phase) {
-            (false, _) => format!("{} (not found)", dependency.name),
-            (true, Some(phase)) => format!("{} ({phase})", dependency.name),
-            (true, None) => format!("{} (no phase yet)", dependency.name),
+    // The annotation is the source of truth for what is awaited; the host
+    // reports what it found for each name, and a name it did not report
+    // counts as not found.
+    let waiting: Vec<String> = annotations::depends_on(&observation.meta.annotations)
+        .into_iter()
+        .filter_map(|name| {
+            let found = observation
+                .dependencies
+                .iter()
+                .find(|dependency| dependency.name == name);
+            match found.map(|dependency| (dependency.exists, dependency.phase)) {
+                Some((true, Some(TemplatePhase::Ready))) => None,
+                None | Some((false, _)) => Some(format!("{name} (not found)")),
+                Some((true, Some(phase))) => Some(format!("{name} ({phase})")),
+                Some((true, None)) => Some(format!("{name} (no phase yet)")),
+            }
         })
         .collect();
     if !waiting.is_empty() {
@@ -271,7 +320,11 @@ fn settle_or_deploy(observation: &TemplateObservation, mode: ReconcileMode, scop
                 phase: Some(TemplatePhase::Updating),
                 message: Some(message.clone()),
                 observed_generation: Some(generation),
-                ready: Some(ready_condition(ConditionStatus::False, "WaitingForDependencies", &message)),
+                ready: Some(ready_condition(
+                    ConditionStatus::False,
+                    "WaitingForDependencies",
+                    &message,
+                )),
                 ..Default::default()
             },
         );
@@ -295,7 +348,11 @@ fn settle_or_deploy(observation: &TemplateObservation, mode: ReconcileMode, scop
             phase: Some(TemplatePhase::Updating),
             message: Some(message.clone()),
             observed_generation: Some(generation),
-            ready: Some(ready_condition(ConditionStatus::False, "Deploying", &message)),
+            ready: Some(ready_condition(
+                ConditionStatus::False,
+                "Deploying",
+                &message,
+            )),
             ..Default::default()
         },
     );
@@ -310,12 +367,18 @@ fn settle_or_deploy(observation: &TemplateObservation, mode: ReconcileMode, scop
 /// Make the owned `DeploymentResource`s match `ids`: create the missing,
 /// delete the extra (in safe order). Returns the phase and message that
 /// describe the result.
-fn converge(observation: &TemplateObservation, ids: &[String], plan: &mut TemplatePlanner) -> (TemplatePhase, String) {
+fn converge(
+    observation: &TemplateObservation,
+    ids: &[String],
+    plan: &mut TemplatePlanner,
+) -> (TemplatePhase, String) {
     let owned = &observation.owned_resources;
     let wanted = |id: &str| ids.iter().any(|wanted| wanted.eq_ignore_ascii_case(id));
     let mut planned: Vec<String> = Vec::new();
     for id in ids {
-        let present = owned.iter().any(|resource| resource.radius_id.eq_ignore_ascii_case(id));
+        let present = owned
+            .iter()
+            .any(|resource| resource.radius_id.eq_ignore_ascii_case(id));
         let lower = id.to_ascii_lowercase();
         if !present && !planned.contains(&lower) {
             plan.push(TemplateAction::CreateResource(CreateResource {
@@ -325,24 +388,40 @@ fn converge(observation: &TemplateObservation, ids: &[String], plan: &mut Templa
             planned.push(lower);
         }
     }
-    let stale: Vec<&radwasm_policy_model::OwnedResource> =
-        owned.iter().filter(|resource| !wanted(&resource.radius_id)).collect();
+    let stale: Vec<&radwasm_policy_model::OwnedResource> = owned
+        .iter()
+        .filter(|resource| !wanted(&resource.radius_id))
+        .collect();
     delete_in_waves(&stale, plan);
     if stale.is_empty() {
-        (TemplatePhase::Ready, format!("{} resources deployed", ids.len()))
+        (
+            TemplatePhase::Ready,
+            format!("{} resources deployed", ids.len()),
+        )
     } else {
         plan.requeue(CLEANUP_RECHECK_MS);
         (
             TemplatePhase::ReadyPendingCleanup,
-            format!("{} resources deployed; removing {} no longer deployed", ids.len(), stale.len()),
+            format!(
+                "{} resources deployed; removing {} no longer deployed",
+                ids.len(),
+                stale.len()
+            ),
         )
     }
 }
 
 /// Delete the lowest wave still present (others, then applications, then
 /// environments); later waves wait until the earlier ones are gone.
-fn delete_in_waves(candidates: &[&radwasm_policy_model::OwnedResource], plan: &mut TemplatePlanner) {
-    let Some(wave) = candidates.iter().map(|r| naming::deletion_wave(&r.radius_id)).min() else {
+fn delete_in_waves(
+    candidates: &[&radwasm_policy_model::OwnedResource],
+    plan: &mut TemplatePlanner,
+) {
+    let Some(wave) = candidates
+        .iter()
+        .map(|r| naming::deletion_wave(&r.radius_id))
+        .min()
+    else {
         return;
     };
     for resource in candidates {
@@ -357,13 +436,18 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
     if let Some(operation) = &observation.operation {
         match (&operation.kind, &operation.result) {
             (OperationKind::Deployment, OperationResult::InProgress { retry_after_ms }) => {
-                let message = "waiting for the running deployment to finish before deleting".to_string();
+                let message =
+                    "waiting for the running deployment to finish before deleting".to_string();
                 plan.status(
                     status,
                     DesiredTemplateStatus {
                         phase: Some(TemplatePhase::Deleting),
                         message: Some(message.clone()),
-                        ready: Some(ready_condition(ConditionStatus::False, "Deleting", &message)),
+                        ready: Some(ready_condition(
+                            ConditionStatus::False,
+                            "Deleting",
+                            &message,
+                        )),
                         ..Default::default()
                     },
                 );
@@ -377,7 +461,11 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
             (OperationKind::Deployment, OperationResult::Succeeded { output_resources }) => {
                 // Track what that deployment created so it is deleted too.
                 for id in output_resources {
-                    if !observation.owned_resources.iter().any(|r| r.radius_id.eq_ignore_ascii_case(id)) {
+                    if !observation
+                        .owned_resources
+                        .iter()
+                        .any(|r| r.radius_id.eq_ignore_ascii_case(id))
+                    {
                         plan.push(TemplateAction::CreateResource(CreateResource {
                             name: naming::resource_object_name(id),
                             radius_id: id.clone(),
@@ -415,7 +503,10 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
         plan.push(TemplateAction::RemoveFinalizer);
         let message = match mode {
             ReconcileMode::Manage => "all resources deleted".to_string(),
-            _ => format!("detached: Radius resources left in place ({})", mode_name(mode)),
+            _ => format!(
+                "detached: Radius resources left in place ({})",
+                mode_name(mode)
+            ),
         };
         plan.event(EventType::Normal, "Deleted", message);
         return;
@@ -436,7 +527,11 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
         DesiredTemplateStatus {
             phase: Some(TemplatePhase::Deleting),
             message: Some(message.clone()),
-            ready: Some(ready_condition(ConditionStatus::False, "Deleting", &message)),
+            ready: Some(ready_condition(
+                ConditionStatus::False,
+                "Deleting",
+                &message,
+            )),
             ..Default::default()
         },
     );

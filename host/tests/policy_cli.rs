@@ -1,0 +1,191 @@
+//! `radwasm policy ...` as a user runs it: the real binary, real files, exit
+//! codes and messages.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn radwasm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_radwasm"))
+        .args(args)
+        .output()
+        .expect("run radwasm")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
+}
+
+fn guest(name: &str) -> String {
+    Path::new(env!("RADWASM_GUEST_DIR"))
+        .join(format!("{name}.wasm"))
+        .display()
+        .to_string()
+}
+
+fn path(relative: &str) -> String {
+    repo().join(relative).display().to_string()
+}
+
+#[test]
+fn the_default_policy_passes_its_whole_case_set_through_the_wasm_guest() {
+    let output = radwasm(&[
+        "policy",
+        "test",
+        "default",
+        &path("guests/default-policy/cases"),
+    ]);
+    let all = text(&output);
+    assert!(output.status.success(), "{all}");
+    assert!(all.contains(" passed, 0 failed"), "{all}");
+    assert!(!all.contains("FAIL"), "{all}");
+}
+
+#[test]
+fn the_guardrail_passes_its_cases() {
+    let output = radwasm(&[
+        "policy",
+        "test",
+        &guest("image-tag-guardrail"),
+        &path("guests/image-tag-guardrail/cases"),
+    ]);
+    assert!(output.status.success(), "{}", text(&output));
+}
+
+#[test]
+fn a_deliberately_wrong_case_fails_loudly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let case = dir.path().join("wrong.json");
+    // A brand-new template gets the finalizer first; this case claims it is
+    // deployed straight away with nothing else, which is wrong.
+    std::fs::write(
+        &case,
+        r#"{"description": "deliberately wrong",
+            "observation": {"deploymentTemplate": {"meta": {"name": "app", "namespace": "default", "generation": 1}}},
+            "expect": {"match": "exact", "actions": [{"requeueAfter": 1}]}}"#,
+    )
+    .expect("write case");
+    let output = radwasm(&["policy", "test", "default", &case.display().to_string()]);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{all}");
+    assert!(all.contains("FAIL"), "{all}");
+    assert!(all.contains("wrong.json"), "{all}");
+    assert!(all.contains("0 passed, 1 failed"), "{all}");
+}
+
+#[test]
+fn check_prints_the_description_and_worlds() {
+    let output = radwasm(&["policy", "check", "default"]);
+    let all = text(&output);
+    assert!(output.status.success(), "{all}");
+    assert!(all.contains("policy:      default@"), "{all}");
+    assert!(all.contains("world radapp:policy/policy@0.1.0"), "{all}");
+    assert!(all.contains("radapp.io/depends-on"), "{all}");
+}
+
+#[test]
+fn run_prints_the_plan_as_json() {
+    let output = radwasm(&[
+        "policy",
+        "run",
+        "default",
+        "--observation",
+        &path("host/fixtures/bench/template-10-resources.json"),
+    ]);
+    assert!(output.status.success(), "{}", text(&output));
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("stdout is JSON");
+    let actions = plan
+        .pointer("/deploymentTemplate/actions")
+        .and_then(|actions| actions.as_array())
+        .expect("a template plan");
+    assert!(!actions.is_empty(), "{plan}");
+}
+
+#[test]
+fn bad_files_get_one_clear_error_and_a_non_zero_exit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    let not_json = dir.path().join("broken.json");
+    std::fs::write(&not_json, "{ this is not json").expect("write");
+    let output = radwasm(&[
+        "policy",
+        "run",
+        "default",
+        "--observation",
+        &not_json.display().to_string(),
+    ]);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{all}");
+    assert!(all.contains("broken.json"), "{all}");
+
+    let unknown_field = dir.path().join("typo.json");
+    std::fs::write(
+        &unknown_field,
+        r#"{"deploymentTemplate": {"meta": {"nmae": "app"}}}"#,
+    )
+    .expect("write");
+    let output = radwasm(&[
+        "policy",
+        "run",
+        "default",
+        "--observation",
+        &unknown_field.display().to_string(),
+    ]);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{all}");
+    assert!(all.contains("typo.json") && all.contains("nmae"), "{all}");
+
+    let bad_case = dir.path().join("case.json");
+    std::fs::write(
+        &bad_case,
+        r#"{"observation": {}, "expect": {"match": "sometimes", "actions": []}}"#,
+    )
+    .expect("write");
+    let output = radwasm(&["policy", "test", "default", &bad_case.display().to_string()]);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{all}");
+    assert!(all.contains("case.json"), "{all}");
+
+    let core = dir.path().join("core.wasm");
+    std::fs::write(&core, wat::parse_str("(module)").expect("wat")).expect("write");
+    let output = radwasm(&["policy", "check", &core.display().to_string()]);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("core.wasm") && all.contains("not a component"),
+        "{all}"
+    );
+}
+
+#[test]
+fn the_sandbox_limits_are_reported_by_the_cli() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let observation = dir.path().join("loop.json");
+    std::fs::write(
+        &observation,
+        r#"{"deploymentTemplate": {"meta": {"name": "x", "annotations": {"radwasm.test/misbehave": "loop"}}}}"#,
+    )
+    .expect("write");
+    let output = radwasm(&[
+        "policy",
+        "run",
+        &guest("misbehaving-policy"),
+        "--fuel",
+        "1000000",
+        "--observation",
+        &observation.display().to_string(),
+    ]);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{all}");
+    assert!(all.contains("CPU budget"), "{all}");
+}
