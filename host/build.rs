@@ -11,17 +11,28 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Guest crates built here; the first is embedded as the default policy.
-const GUESTS: &[&str] = &["default-policy", "image-tag-guardrail", "misbehaving-policy"];
+const GUESTS: &[&str] = &[
+    "default-policy",
+    "image-tag-guardrail",
+    "misbehaving-policy",
+];
 const WASM_TARGET: &str = "wasm32-wasip2";
 const GUEST_PROFILE: &str = "guest";
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let workspace = manifest_dir.parent().expect("host/ sits inside the workspace").to_path_buf();
+    let manifest_dir =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let workspace = manifest_dir
+        .parent()
+        .expect("host/ sits inside the workspace")
+        .to_path_buf();
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
 
     for watched in ["guests", "wit", "Cargo.toml", "Cargo.lock"] {
-        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            workspace.join(watched).display()
+        );
     }
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
 

@@ -1,1 +1,238 @@
-//! Custom resource types: owned by the CRD work.
+//! The custom resources `DeploymentTemplate` and `DeploymentResource`
+//! (`radapp.io/v1alpha3`) as Rust types. The CRD YAML in `deploy/crds/` is
+//! generated from these types (`radwasm crds`), never written by hand; a test
+//! keeps the two in sync.
+//!
+//! Field names and meanings follow the seed design and Radius' own
+//! implementation (`status.phrase`, `status.operation`, `status.statusHash`,
+//! `status.outputResources`), plus the standard `Ready` condition and the
+//! policy that took the last decision.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, CustomResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of both kinds.
+pub const GROUP: &str = "radapp.io";
+/// API version of both kinds.
+pub const VERSION: &str = "v1alpha3";
+
+/// A Bicep-compiled ARM template to deploy through Radius, with its
+/// parameters and the scopes to deploy into.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "radapp.io",
+    version = "v1alpha3",
+    kind = "DeploymentTemplate",
+    namespaced,
+    status = "DeploymentTemplateStatus",
+    shortname = "dt",
+    category = "radius",
+    doc = "A Bicep-compiled ARM template deployed through Radius; one DeploymentResource is kept per Radius resource it produced.",
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phrase",
+        description = "Lifecycle phase"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        json_path = ".status.message",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Policy",
+        type_ = "string",
+        json_path = ".status.policy.name",
+        description = "Policy that took the last decision"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentTemplateSpec {
+    /// The compiled ARM template, as JSON text (`bicep build` output).
+    #[serde(default)]
+    pub template: String,
+    /// ARM deployment parameters as JSON text: `{"name": {"value": ...}}`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub parameters: String,
+    /// Where to deploy: one entry per provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_config: Option<ProviderConfig>,
+}
+
+/// The scopes a deployment targets, per provider (`radius`, `az`, `aws`,
+/// `deployments`), as in Radius' provider config.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub radius: Option<ProviderEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub az: Option<ProviderEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<ProviderEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployments: Option<ProviderEntry>,
+}
+
+/// One provider's target.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ProviderEntry {
+    /// Provider type, for example `Radius`, `AzureResourceManager`, `AWS`, `Microsoft.Resources`.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    pub value: ProviderValue,
+}
+
+/// The scope value of a provider entry.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ProviderValue {
+    /// For Radius: `/planes/radius/{plane}/resourceGroups/{group}`.
+    #[serde(default)]
+    pub scope: String,
+}
+
+/// The policy guest that took an object's last decision.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PolicyRef {
+    pub name: String,
+    pub version: String,
+    /// `sha256:...` of the component.
+    pub digest: String,
+}
+
+/// The Radius operation in flight, enough to resume polling after a restart.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceOperation {
+    /// The resume token (compact JSON, see `docs/radius.md`).
+    pub resume_token: String,
+    /// `PUT` for a deployment, `DELETE` for a deletion.
+    pub operation_kind: String,
+}
+
+/// Observed state of a `DeploymentTemplate`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentTemplateStatus {
+    /// Generation of the spec the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The template last deployed successfully.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// The parameters last deployed successfully.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<String>,
+    /// The provider config last deployed successfully.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_config: Option<ProviderConfig>,
+    /// Radius id of the last deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// The Radius operation in flight, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<ResourceOperation>,
+    /// Lifecycle phase: Updating, Ready, ReadyPendingCleanup, Deleting, Failed, Held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phrase: Option<String>,
+    /// Human-readable detail of the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Radius ids the last successful deployment produced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_resources: Vec<String>,
+    /// Hash of the spec last deployed successfully (no redeploy while it matches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_hash: Option<String>,
+    /// Standard conditions; `Ready` is kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The policy that took the last decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyRef>,
+}
+
+/// One Radius resource produced by a `DeploymentTemplate`; deleting it
+/// deletes the Radius resource (when this template put it there).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "radapp.io",
+    version = "v1alpha3",
+    kind = "DeploymentResource",
+    namespaced,
+    status = "DeploymentResourceStatus",
+    shortname = "dr",
+    category = "radius",
+    doc = "One Radius resource deployed by a DeploymentTemplate (its controller owner).",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phrase"),
+    printcolumn(
+        name = "Resource",
+        type_ = "string",
+        json_path = ".spec.id",
+        priority = 1
+    ),
+    printcolumn(name = "Policy", type_ = "string", json_path = ".status.policy.name"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentResourceSpec {
+    /// The Radius resource id.
+    pub id: String,
+    /// The owner template's provider config when this object was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_config: Option<ProviderConfig>,
+}
+
+/// Observed state of a `DeploymentResource`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentResourceStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The Radius deletion in flight, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<ResourceOperation>,
+    /// Lifecycle phase: Ready, Deleting, Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phrase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyRef>,
+}
+
+/// Both CRDs as one multi-document YAML, as `radwasm crds` prints it and
+/// `deploy/crds/` holds it.
+pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+    let mut out =
+        String::from("# Generated by `radwasm crds` from host/src/crd.rs; do not edit.\n");
+    for crd in [DeploymentTemplate::crd(), DeploymentResource::crd()] {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&crd)?);
+    }
+    Ok(out)
+}
+
+impl ProviderConfig {
+    /// The Radius scope, if one is configured.
+    pub fn radius_scope(&self) -> Option<&str> {
+        self.radius
+            .as_ref()
+            .map(|entry| entry.value.scope.as_str())
+            .filter(|s| !s.is_empty())
+    }
+}

@@ -59,7 +59,11 @@ impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("radwasm");
         let reconciles = Family::<ReconcileLabels, Counter>::default();
-        registry.register("reconciles", "Reconciles by kind and outcome", reconciles.clone());
+        registry.register(
+            "reconciles",
+            "Reconciles by kind and outcome",
+            reconciles.clone(),
+        );
         let decision_seconds = Family::<DecisionLabels, Histogram>::new_with_constructor(|| {
             // 5 µs .. ~40 ms
             Histogram::new(exponential_buckets(5e-6, 2.5, 10))
@@ -76,7 +80,11 @@ impl Default for Metrics {
             decision_failures.clone(),
         );
         let radius_requests = Family::<RadiusLabels, Counter>::default();
-        registry.register("radius_requests", "Radius API requests by operation and status", radius_requests.clone());
+        registry.register(
+            "radius_requests",
+            "Radius API requests by operation and status",
+            radius_requests.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -153,7 +161,10 @@ pub async fn serve(
 
 async fn metrics_handler(State(state): State<ServerState>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         state.metrics.encode(),
     )
 }
@@ -180,10 +191,20 @@ mod tests {
                 outcome: "ok",
             })
             .inc();
-        metrics.observe_decision("DeploymentTemplate", "default@0.1.0".into(), Duration::from_micros(20));
+        metrics.observe_decision(
+            "DeploymentTemplate",
+            "default@0.1.0".into(),
+            Duration::from_micros(20),
+        );
         let text = metrics.encode();
-        assert!(text.contains(r#"radwasm_reconciles_total{kind="DeploymentTemplate",outcome="ok"} 1"#), "{text}");
-        assert!(text.contains("radwasm_policy_decision_seconds_bucket"), "{text}");
+        assert!(
+            text.contains(r#"radwasm_reconciles_total{kind="DeploymentTemplate",outcome="ok"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("radwasm_policy_decision_seconds_bucket"),
+            "{text}"
+        );
     }
 
     #[tokio::test]
@@ -204,7 +225,12 @@ mod tests {
         assert_eq!(get("/readyz").await.expect("readyz").status(), 503);
         readiness.set_ready();
         assert_eq!(get("/readyz").await.expect("readyz").status(), 200);
-        let body = get("/metrics").await.expect("metrics").text().await.expect("body");
+        let body = get("/metrics")
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("body");
         assert!(body.contains("# EOF"), "{body}");
         shutdown.cancel();
     }

@@ -44,10 +44,18 @@ impl Scope {
                     && groups.eq_ignore_ascii_case("resourceGroups") =>
             {
                 if !radius.eq_ignore_ascii_case("radius") {
-                    return Err(error(WHAT, text, format!("plane type {radius:?} is not the Radius plane")));
+                    return Err(error(
+                        WHAT,
+                        text,
+                        format!("plane type {radius:?} is not the Radius plane"),
+                    ));
                 }
                 if plane.is_empty() || group.is_empty() {
-                    return Err(error(WHAT, text, "plane and resource group names must not be empty"));
+                    return Err(error(
+                        WHAT,
+                        text,
+                        "plane and resource group names must not be empty",
+                    ));
                 }
                 Ok(Self {
                     text: text.to_string(),
@@ -55,7 +63,11 @@ impl Scope {
                     group: group.to_string(),
                 })
             }
-            _ => Err(error(WHAT, text, "expected /planes/radius/{plane}/resourceGroups/{group}")),
+            _ => Err(error(
+                WHAT,
+                text,
+                "expected /planes/radius/{plane}/resourceGroups/{group}",
+            )),
         }
     }
 
@@ -122,10 +134,18 @@ pub fn parse_resource_id(id: &str) -> Result<ResourceId, ScopeError> {
         return Err(error(WHAT, id, "has no provider namespace"));
     };
     if !namespace.contains('.') {
-        return Err(error(WHAT, id, format!("provider namespace {namespace:?} has no '.'")));
+        return Err(error(
+            WHAT,
+            id,
+            format!("provider namespace {namespace:?} has no '.'"),
+        ));
     }
     if pairs.is_empty() || pairs.len() % 2 != 0 || pairs.iter().any(|segment| segment.is_empty()) {
-        return Err(error(WHAT, id, "expected /{type}/{name} pairs after the provider namespace"));
+        return Err(error(
+            WHAT,
+            id,
+            "expected /{type}/{name} pairs after the provider namespace",
+        ));
     }
     let types: Vec<&str> = pairs.iter().step_by(2).copied().collect();
     Ok(ResourceId {
@@ -168,8 +188,12 @@ mod tests {
     #[test]
     fn containment_respects_path_boundaries() {
         let scope = Scope::parse("/planes/radius/local/resourceGroups/default").expect("valid");
-        assert!(scope.contains("/planes/radius/local/resourcegroups/DEFAULT/providers/Applications.Core/containers/a"));
-        assert!(!scope.contains("/planes/radius/local/resourceGroups/defaultx/providers/Applications.Core/containers/a"));
+        assert!(scope.contains(
+            "/planes/radius/local/resourcegroups/DEFAULT/providers/Applications.Core/containers/a"
+        ));
+        assert!(!scope.contains(
+            "/planes/radius/local/resourceGroups/defaultx/providers/Applications.Core/containers/a"
+        ));
         assert!(!scope.contains("/planes/radius/local/resourceGroups/default"));
     }
 
@@ -182,7 +206,12 @@ mod tests {
         assert_eq!(id.resource_type, "Applications.Core/containers");
         assert_eq!(id.name, "frontend");
         assert_eq!(id.scope, "/planes/radius/local/resourceGroups/default");
-        assert!(parse_resource_id("/planes/radius/local/resourceGroups/default/providers/Applications.Core/containers").is_err());
+        assert!(
+            parse_resource_id(
+                "/planes/radius/local/resourceGroups/default/providers/Applications.Core/containers"
+            )
+            .is_err()
+        );
         assert!(parse_resource_id("frontend").is_err());
     }
 

@@ -189,3 +189,19 @@ fn the_sandbox_limits_are_reported_by_the_cli() {
     assert_eq!(output.status.code(), Some(2), "{all}");
     assert!(all.contains("CPU budget"), "{all}");
 }
+
+#[test]
+fn the_committed_json_schemas_match_the_model() {
+    for which in ["observation", "plan"] {
+        let output = radwasm(&["policy", "schema", which]);
+        assert!(output.status.success(), "{}", text(&output));
+        let file = repo().join(format!("docs/schema/{which}.schema.json"));
+        let committed = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(
+            committed == String::from_utf8_lossy(&output.stdout),
+            "{} is out of date; regenerate it with `cargo run -p radwasm -- policy schema {which} > {}`",
+            file.display(),
+            file.display()
+        );
+    }
+}

@@ -26,11 +26,17 @@ pub enum Command {
     /// Check, run, test and benchmark a policy guest on its own, from files.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Print the CustomResourceDefinitions (YAML) generated from the Rust types.
+    Crds,
 }
 
 /// Run a parsed command line; the exit code says how it went.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Policy(command) => policy::run(command),
+        Command::Crds => {
+            print!("{}", crate::crd::crd_yaml()?);
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

@@ -48,6 +48,30 @@ pub enum PolicyCommand {
         #[arg(long)]
         compare_native: bool,
     },
+    /// Print the JSON Schema of observation files or plans (the committed
+    /// copies are in `docs/schema/`).
+    Schema {
+        #[arg(value_enum)]
+        which: SchemaKind,
+    },
+}
+
+/// Which JSON form `policy schema` describes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SchemaKind {
+    Observation,
+    Plan,
+}
+
+/// The JSON Schema of an observation file or of a plan, pretty-printed.
+pub fn schema_json(which: SchemaKind) -> String {
+    let schema = match which {
+        SchemaKind::Observation => schemars::schema_for!(radwasm_policy_model::Observation),
+        SchemaKind::Plan => schemars::schema_for!(radwasm_policy_model::Plan),
+    };
+    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 /// Which policy to load and the sandbox limits to run it under.
@@ -87,7 +111,10 @@ impl PolicyArgs {
 pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
     match command {
         PolicyCommand::Check { policy } => check(&policy),
-        PolicyCommand::Run { policy, observation } => run_once(&policy, &observation),
+        PolicyCommand::Run {
+            policy,
+            observation,
+        } => run_once(&policy, &observation),
         PolicyCommand::Test { policy, cases } => test(&policy, &cases),
         PolicyCommand::Bench {
             policy,
@@ -95,6 +122,10 @@ pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
             iterations,
             compare_native,
         } => bench(&policy, &observation, iterations, compare_native),
+        PolicyCommand::Schema { which } => {
+            print!("{}", schema_json(which));
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -118,7 +149,12 @@ fn check(args: &PolicyArgs) -> anyhow::Result<ExitCode> {
         println!("annotations: none");
     } else {
         println!("annotations:");
-        let width = description.annotations.iter().map(|a| a.name.len()).max().unwrap_or(0);
+        let width = description
+            .annotations
+            .iter()
+            .map(|a| a.name.len())
+            .max()
+            .unwrap_or(0);
         for annotation in &description.annotations {
             println!("  {:width$}  {}", annotation.name, annotation.description);
         }
@@ -128,8 +164,10 @@ fn check(args: &PolicyArgs) -> anyhow::Result<ExitCode> {
 
 /// Read and parse an observation file; errors name the file and the problem.
 pub fn read_observation(path: &Path) -> anyhow::Result<model::Observation> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the file", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{}: not a valid observation", path.display()))
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read the file", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a valid observation", path.display()))
 }
 
 fn run_once(args: &PolicyArgs, observation: &Path) -> anyhow::Result<ExitCode> {
@@ -140,7 +178,10 @@ fn run_once(args: &PolicyArgs, observation: &Path) -> anyhow::Result<ExitCode> {
         eprintln!("guest {:?}: {}", log.level, log.message);
     }
     if decision.dropped_logs > 0 {
-        eprintln!("guest: {} further log messages dropped", decision.dropped_logs);
+        eprintln!(
+            "guest: {} further log messages dropped",
+            decision.dropped_logs
+        );
     }
     println!("{}", serde_json::to_string_pretty(&decision.plan)?);
     Ok(ExitCode::SUCCESS)
@@ -179,11 +220,19 @@ fn test(args: &PolicyArgs, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
         }
     }
     println!("{passed} passed, {failed} failed");
-    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn display_paths(paths: &[PathBuf]) -> String {
-    paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ")
+    paths
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Latency summary of one benchmark series.
@@ -196,7 +245,10 @@ pub struct Timing {
 }
 
 /// Time `iterations` calls of `decide` after a warm-up.
-pub fn measure(iterations: u32, mut decide: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<Timing> {
+pub fn measure(
+    iterations: u32,
+    mut decide: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<Timing> {
     let iterations = iterations.max(10);
     for _ in 0..iterations / 10 {
         decide()?;
@@ -233,7 +285,12 @@ fn micros(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e6
 }
 
-fn bench(args: &PolicyArgs, observation: &Path, iterations: u32, compare_native: bool) -> anyhow::Result<ExitCode> {
+fn bench(
+    args: &PolicyArgs,
+    observation: &Path,
+    iterations: u32,
+    compare_native: bool,
+) -> anyhow::Result<ExitCode> {
     let observation = read_observation(observation)?;
     let policy = args.load()?;
     let first = policy.decide(&observation)?;

@@ -57,25 +57,37 @@ fn check_size(len: usize) -> Result<(), Violation> {
     Ok(())
 }
 
-fn check_message(index: usize, action: &impl serde::Serialize, message: Option<&str>) -> Result<(), Violation> {
+fn check_message(
+    index: usize,
+    action: &impl serde::Serialize,
+    message: Option<&str>,
+) -> Result<(), Violation> {
     match message {
         Some(message) if message.len() > MAX_MESSAGE_BYTES => Err(violation(
             index,
             action,
-            format!("message is {} bytes; at most {MAX_MESSAGE_BYTES}", message.len()),
+            format!(
+                "message is {} bytes; at most {MAX_MESSAGE_BYTES}",
+                message.len()
+            ),
         )),
         _ => Ok(()),
     }
 }
 
 /// Check a template plan against what was observed.
-pub fn check_template_plan(observation: &TemplateObservation, actions: &[TemplateAction]) -> Result<(), Violation> {
+pub fn check_template_plan(
+    observation: &TemplateObservation,
+    actions: &[TemplateAction],
+) -> Result<(), Violation> {
     check_size(actions.len())?;
     let own_scope = scope::deployment_scope(&observation.spec.provider_config).ok();
-    let deployment_in_flight = observation
-        .operation
-        .as_ref()
-        .is_some_and(|op| matches!(op.result, OperationResult::InProgress { .. } | OperationResult::PollError(_)));
+    let deployment_in_flight = observation.operation.as_ref().is_some_and(|op| {
+        matches!(
+            op.result,
+            OperationResult::InProgress { .. } | OperationResult::PollError(_)
+        )
+    });
     let mut started = false;
     for (index, action) in actions.iter().enumerate() {
         match action {
@@ -85,10 +97,18 @@ pub fn check_template_plan(observation: &TemplateObservation, actions: &[Templat
             TemplateAction::StartDeployment(start) => {
                 require_own_scope(index, action, own_scope.as_ref(), &start.scope)?;
                 if deployment_in_flight {
-                    return Err(violation(index, action, "a deployment is already in flight for this template"));
+                    return Err(violation(
+                        index,
+                        action,
+                        "a deployment is already in flight for this template",
+                    ));
                 }
                 if started {
-                    return Err(violation(index, action, "a plan may start at most one deployment"));
+                    return Err(violation(
+                        index,
+                        action,
+                        "a plan may start at most one deployment",
+                    ));
                 }
                 started = true;
                 if !valid_deployment_name(&start.deployment_name) {
@@ -101,15 +121,27 @@ pub fn check_template_plan(observation: &TemplateObservation, actions: &[Templat
             }
             TemplateAction::CreateResource(create) => {
                 if !valid_object_name(&create.name) {
-                    return Err(violation(index, action, "name is not a valid Kubernetes object name (RFC 1123 subdomain)"));
+                    return Err(violation(
+                        index,
+                        action,
+                        "name is not a valid Kubernetes object name (RFC 1123 subdomain)",
+                    ));
                 }
                 if let Err(error) = scope::parse_resource_id(&create.radius_id) {
                     return Err(violation(index, action, format!("radius id: {error}")));
                 }
             }
             TemplateAction::DeleteResource(name) => {
-                if !observation.owned_resources.iter().any(|owned| &owned.name == name) {
-                    return Err(violation(index, action, "this template does not own a DeploymentResource of that name"));
+                if !observation
+                    .owned_resources
+                    .iter()
+                    .any(|owned| &owned.name == name)
+                {
+                    return Err(violation(
+                        index,
+                        action,
+                        "this template does not own a DeploymentResource of that name",
+                    ));
                 }
             }
             TemplateAction::SetStatus(update) => {
@@ -121,7 +153,9 @@ pub fn check_template_plan(observation: &TemplateObservation, actions: &[Templat
                 }
                 check_message(index, action, Some(&event.message))?;
             }
-            TemplateAction::AddFinalizer | TemplateAction::RemoveFinalizer | TemplateAction::RequeueAfter(_) => {}
+            TemplateAction::AddFinalizer
+            | TemplateAction::RemoveFinalizer
+            | TemplateAction::RequeueAfter(_) => {}
         }
     }
     Ok(())
@@ -134,53 +168,79 @@ fn require_own_scope(
     target: &str,
 ) -> Result<(), Violation> {
     let Some(own) = own_scope else {
-        return Err(violation(index, action, "the template's providerConfig names no valid Radius scope"));
+        return Err(violation(
+            index,
+            action,
+            "the template's providerConfig names no valid Radius scope",
+        ));
     };
     match scope::Scope::parse(target) {
         Ok(target) if target.same_as(own) => Ok(()),
         Ok(_) => Err(violation(
             index,
             action,
-            format!("scope is not this template's deployment scope {}", own.as_str()),
+            format!(
+                "scope is not this template's deployment scope {}",
+                own.as_str()
+            ),
         )),
         Err(error) => Err(violation(index, action, format!("scope: {error}"))),
     }
 }
 
 /// Check a resource plan against what was observed.
-pub fn check_resource_plan(observation: &ResourceObservation, actions: &[ResourceAction]) -> Result<(), Violation> {
+pub fn check_resource_plan(
+    observation: &ResourceObservation,
+    actions: &[ResourceAction],
+) -> Result<(), Violation> {
     check_size(actions.len())?;
     for (index, action) in actions.iter().enumerate() {
         match action {
             ResourceAction::StartRadiusDelete => {
                 let Some(owner) = &observation.owner else {
-                    return Err(violation(index, action, "the resource has no controller owner template"));
+                    return Err(violation(
+                        index,
+                        action,
+                        "the resource has no controller owner template",
+                    ));
                 };
                 if owner.found_uid.as_deref() != Some(owner.reference_uid.as_str()) {
                     return Err(violation(
                         index,
                         action,
-                        format!("the owner template {} no longer exists with the referenced uid", owner.name),
+                        format!(
+                            "the owner template {} no longer exists with the referenced uid",
+                            owner.name
+                        ),
                     ));
                 }
-                let own = scope::deployment_scope(&owner.provider_config)
-                    .map_err(|error| violation(index, action, format!("owner providerConfig: {error}")))?;
+                let own = scope::deployment_scope(&owner.provider_config).map_err(|error| {
+                    violation(index, action, format!("owner providerConfig: {error}"))
+                })?;
                 if !own.contains(&observation.radius_id) {
                     return Err(violation(
                         index,
                         action,
-                        format!("{} is outside the owner's deployment scope {}", observation.radius_id, own.as_str()),
+                        format!(
+                            "{} is outside the owner's deployment scope {}",
+                            observation.radius_id,
+                            own.as_str()
+                        ),
                     ));
                 }
             }
-            ResourceAction::SetStatus(update) => check_message(index, action, update.message.as_deref())?,
+            ResourceAction::SetStatus(update) => {
+                check_message(index, action, update.message.as_deref())?
+            }
             ResourceAction::EmitEvent(event) => {
                 if event.reason.is_empty() {
                     return Err(violation(index, action, "an event needs a reason"));
                 }
                 check_message(index, action, Some(&event.message))?;
             }
-            ResourceAction::AddFinalizer | ResourceAction::RemoveFinalizer | ResourceAction::RequeueAfter(_) => {}
+            ResourceAction::AddFinalizer
+            | ResourceAction::RemoveFinalizer
+            | ResourceAction::RequeueAfter(_) => {}
         }
     }
     Ok(())
@@ -199,7 +259,9 @@ fn valid_object_name(name: &str) -> bool {
         && !name.is_empty()
         && name.split('.').all(|label| {
             !label.is_empty()
-                && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         })
@@ -209,7 +271,8 @@ fn valid_object_name(name: &str) -> bool {
 mod tests {
     use super::*;
     use radwasm_policy_model::{
-        CreateResource, OperationKind, OperationObservation, OwnedResource, OwnerTemplate, StartDeployment,
+        CreateResource, OperationKind, OperationObservation, OwnedResource, OwnerTemplate,
+        StartDeployment,
     };
 
     const SCOPE: &str = "/planes/radius/local/resourceGroups/default";
@@ -236,13 +299,19 @@ mod tests {
 
     #[test]
     fn a_deployment_into_the_templates_own_scope_passes() {
-        let plan = vec![TemplateAction::EnsureResourceGroup(SCOPE.to_string()), start(SCOPE)];
+        let plan = vec![
+            TemplateAction::EnsureResourceGroup(SCOPE.to_string()),
+            start(SCOPE),
+        ];
         check_template_plan(&template(), &plan).expect("allowed");
     }
 
     #[test]
     fn a_deployment_into_another_scope_is_rejected_naming_the_action() {
-        let plan = vec![TemplateAction::AddFinalizer, start("/planes/radius/local/resourceGroups/prod")];
+        let plan = vec![
+            TemplateAction::AddFinalizer,
+            start("/planes/radius/local/resourceGroups/prod"),
+        ];
         let error = check_template_plan(&template(), &plan).expect_err("other scope");
         assert_eq!(error.index, 1);
         assert!(error.to_string().contains("startDeployment"), "{error}");
@@ -254,7 +323,9 @@ mod tests {
         observation.operation = Some(OperationObservation {
             kind: OperationKind::Deployment,
             subject: "h".to_string(),
-            result: OperationResult::InProgress { retry_after_ms: None },
+            result: OperationResult::InProgress {
+                retry_after_ms: None,
+            },
         });
         let error = check_template_plan(&observation, &[start(SCOPE)]).expect_err("in flight");
         assert!(error.reason.contains("already in flight"), "{error}");
@@ -263,10 +334,18 @@ mod tests {
     #[test]
     fn only_owned_resources_may_be_deleted() {
         let observation = template();
-        check_template_plan(&observation, &[TemplateAction::DeleteResource("frontend-containers-1a2b3c4d".into())])
-            .expect("owned");
-        let error = check_template_plan(&observation, &[TemplateAction::DeleteResource("someone-else".into())])
-            .expect_err("not owned");
+        check_template_plan(
+            &observation,
+            &[TemplateAction::DeleteResource(
+                "frontend-containers-1a2b3c4d".into(),
+            )],
+        )
+        .expect("owned");
+        let error = check_template_plan(
+            &observation,
+            &[TemplateAction::DeleteResource("someone-else".into())],
+        )
+        .expect_err("not owned");
         assert!(error.reason.contains("does not own"), "{error}");
     }
 
@@ -308,15 +387,25 @@ mod tests {
     #[test]
     fn radius_deletes_need_a_live_owner_and_an_id_in_its_scope() {
         let inside = format!("{SCOPE}/providers/Applications.Core/containers/frontend");
-        check_resource_plan(&resource(&inside, Some("uid-1")), &[ResourceAction::StartRadiusDelete]).expect("allowed");
+        check_resource_plan(
+            &resource(&inside, Some("uid-1")),
+            &[ResourceAction::StartRadiusDelete],
+        )
+        .expect("allowed");
 
-        let error = check_resource_plan(&resource(&inside, Some("uid-2")), &[ResourceAction::StartRadiusDelete])
-            .expect_err("owner replaced");
+        let error = check_resource_plan(
+            &resource(&inside, Some("uid-2")),
+            &[ResourceAction::StartRadiusDelete],
+        )
+        .expect_err("owner replaced");
         assert!(error.reason.contains("uid"), "{error}");
 
         let outside = "/planes/radius/local/resourceGroups/defaultx/providers/Applications.Core/containers/frontend";
-        let error = check_resource_plan(&resource(outside, Some("uid-1")), &[ResourceAction::StartRadiusDelete])
-            .expect_err("outside scope");
+        let error = check_resource_plan(
+            &resource(outside, Some("uid-1")),
+            &[ResourceAction::StartRadiusDelete],
+        )
+        .expect_err("outside scope");
         assert!(error.reason.contains("outside"), "{error}");
     }
 }

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use radwasm_policy_model as model;
 
-use super::bindings::exports::radapp::policy::{metadata, resource_policy as rp, template_policy as tp};
+use super::bindings::exports::radapp::policy::{
+    metadata, resource_policy as rp, template_policy as tp,
+};
 use super::bindings::radapp::policy::types as wit;
 
 fn key_values(map: &BTreeMap<String, String>) -> Vec<wit::KeyValue> {
@@ -82,13 +84,17 @@ fn operation(operation: &model::OperationObservation) -> wit::OperationObservati
             model::OperationResult::Succeeded { output_resources } => {
                 wit::OperationResult::Succeeded(output_resources.clone())
             }
-            model::OperationResult::Failed(error) => wit::OperationResult::Failed(wit::RadiusError {
-                code: error.code.clone(),
-                message: error.message.clone(),
-            }),
+            model::OperationResult::Failed(error) => {
+                wit::OperationResult::Failed(wit::RadiusError {
+                    code: error.code.clone(),
+                    message: error.message.clone(),
+                })
+            }
             model::OperationResult::Canceled => wit::OperationResult::Canceled,
             model::OperationResult::NotFound => wit::OperationResult::NotFound,
-            model::OperationResult::PollError(reason) => wit::OperationResult::PollError(reason.clone()),
+            model::OperationResult::PollError(reason) => {
+                wit::OperationResult::PollError(reason.clone())
+            }
         },
     }
 }
@@ -181,7 +187,12 @@ pub fn resource_observation(observation: &model::ResourceObservation) -> rp::Res
         status: rp::ResourceStatus {
             phase: observation.status.phase.map(resource_phase_to_wit),
             message: observation.status.message.clone(),
-            conditions: observation.status.conditions.iter().map(condition_to_wit).collect(),
+            conditions: observation
+                .status
+                .conditions
+                .iter()
+                .map(condition_to_wit)
+                .collect(),
         },
         owner: observation.owner.as_ref().map(|owner| rp::OwnerTemplate {
             name: owner.name.clone(),
@@ -203,26 +214,40 @@ pub fn template_plan(plan: tp::TemplatePlan) -> model::TemplatePlan {
         .map(|action| match action {
             tp::TemplateAction::AddFinalizer => model::TemplateAction::AddFinalizer,
             tp::TemplateAction::RemoveFinalizer => model::TemplateAction::RemoveFinalizer,
-            tp::TemplateAction::EnsureResourceGroup(scope) => model::TemplateAction::EnsureResourceGroup(scope),
-            tp::TemplateAction::StartDeployment(start) => model::TemplateAction::StartDeployment(model::StartDeployment {
-                scope: start.scope,
-                deployment_name: start.deployment_name,
-            }),
-            tp::TemplateAction::CreateResource(create) => model::TemplateAction::CreateResource(model::CreateResource {
-                name: create.name,
-                radius_id: create.radius_id,
-            }),
+            tp::TemplateAction::EnsureResourceGroup(scope) => {
+                model::TemplateAction::EnsureResourceGroup(scope)
+            }
+            tp::TemplateAction::StartDeployment(start) => {
+                model::TemplateAction::StartDeployment(model::StartDeployment {
+                    scope: start.scope,
+                    deployment_name: start.deployment_name,
+                })
+            }
+            tp::TemplateAction::CreateResource(create) => {
+                model::TemplateAction::CreateResource(model::CreateResource {
+                    name: create.name,
+                    radius_id: create.radius_id,
+                })
+            }
             tp::TemplateAction::DeleteResource(name) => model::TemplateAction::DeleteResource(name),
-            tp::TemplateAction::SetStatus(update) => model::TemplateAction::SetStatus(model::TemplateStatusUpdate {
-                phase: update.phase.map(template_phase_from_wit),
-                message: update.message,
-                observed_generation: update.observed_generation,
-                status_hash: update.status_hash,
-                output_resources: update.output_resources,
-                conditions: update.conditions.into_iter().map(condition_from_wit).collect(),
-                clear_operation: update.clear_operation,
-            }),
-            tp::TemplateAction::EmitEvent(event) => model::TemplateAction::EmitEvent(event_from_wit(event)),
+            tp::TemplateAction::SetStatus(update) => {
+                model::TemplateAction::SetStatus(model::TemplateStatusUpdate {
+                    phase: update.phase.map(template_phase_from_wit),
+                    message: update.message,
+                    observed_generation: update.observed_generation,
+                    status_hash: update.status_hash,
+                    output_resources: update.output_resources,
+                    conditions: update
+                        .conditions
+                        .into_iter()
+                        .map(condition_from_wit)
+                        .collect(),
+                    clear_operation: update.clear_operation,
+                })
+            }
+            tp::TemplateAction::EmitEvent(event) => {
+                model::TemplateAction::EmitEvent(event_from_wit(event))
+            }
             tp::TemplateAction::RequeueAfter(millis) => model::TemplateAction::RequeueAfter(millis),
         })
         .collect();
@@ -238,13 +263,21 @@ pub fn resource_plan(plan: rp::ResourcePlan) -> model::ResourcePlan {
             rp::ResourceAction::AddFinalizer => model::ResourceAction::AddFinalizer,
             rp::ResourceAction::RemoveFinalizer => model::ResourceAction::RemoveFinalizer,
             rp::ResourceAction::StartRadiusDelete => model::ResourceAction::StartRadiusDelete,
-            rp::ResourceAction::SetStatus(update) => model::ResourceAction::SetStatus(model::ResourceStatusUpdate {
-                phase: update.phase.map(resource_phase_from_wit),
-                message: update.message,
-                conditions: update.conditions.into_iter().map(condition_from_wit).collect(),
-                clear_operation: update.clear_operation,
-            }),
-            rp::ResourceAction::EmitEvent(event) => model::ResourceAction::EmitEvent(event_from_wit(event)),
+            rp::ResourceAction::SetStatus(update) => {
+                model::ResourceAction::SetStatus(model::ResourceStatusUpdate {
+                    phase: update.phase.map(resource_phase_from_wit),
+                    message: update.message,
+                    conditions: update
+                        .conditions
+                        .into_iter()
+                        .map(condition_from_wit)
+                        .collect(),
+                    clear_operation: update.clear_operation,
+                })
+            }
+            rp::ResourceAction::EmitEvent(event) => {
+                model::ResourceAction::EmitEvent(event_from_wit(event))
+            }
             rp::ResourceAction::RequeueAfter(millis) => model::ResourceAction::RequeueAfter(millis),
         })
         .collect();

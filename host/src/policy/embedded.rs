@@ -8,8 +8,6 @@ pub const DEFAULT_POLICY: &[u8] = include_bytes!(env!("RADWASM_DEFAULT_POLICY_WA
 pub const DEFAULT_POLICY_SOURCE: &str = "<embedded default policy>";
 
 /// Load the embedded default policy into `engine`.
-pub fn load_default(
-    engine: &super::PolicyEngine,
-) -> Result<super::LoadedPolicy, super::LoadError> {
+pub fn load_default(engine: &super::PolicyEngine) -> Result<super::LoadedPolicy, super::LoadError> {
     engine.load_bytes(DEFAULT_POLICY_SOURCE, DEFAULT_POLICY)
 }

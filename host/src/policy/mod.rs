@@ -10,7 +10,7 @@ mod sandbox;
 pub mod slot;
 pub mod validate;
 
-pub use runtime::{digest, Decision, DecisionError, Limits, LoadedPolicy, PolicyEngine};
+pub use runtime::{Decision, DecisionError, Limits, LoadedPolicy, PolicyEngine, digest};
 pub use sandbox::{GuestLog, LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOG_MESSAGES};
 pub use slot::{PolicySlot, PolicySource, Reload};
 pub use validate::{LoadError, Worlds};

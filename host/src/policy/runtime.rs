@@ -16,9 +16,9 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::bindings::Policy;
 use super::bindings::exports::radapp::policy::{metadata, resource_policy, template_policy};
+use super::convert;
 use super::sandbox::{GuestLog, SandboxState};
 use super::validate::{self, LoadError, Worlds};
-use super::convert;
 
 /// SHA-256 of component bytes, hex: the identity of a policy build.
 pub fn digest(bytes: &[u8]) -> String {
@@ -128,7 +128,8 @@ impl PolicyEngine {
             .wasm_component_model(true)
             .consume_fuel(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(|error| anyhow::anyhow!("creating the wasm engine: {error}"))?;
+        let engine = Engine::new(&config)
+            .map_err(|error| anyhow::anyhow!("creating the wasm engine: {error}"))?;
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
@@ -211,24 +212,32 @@ impl PolicyEngine {
         };
         // Validate at load time, not on first use: `describe` must answer
         // within the sandbox limits.
-        let description = policy.call_describe().map_err(|error| LoadError::Describe {
-            source_name: source_name.to_string(),
-            detail: error.to_string(),
-        })?;
+        let description = policy
+            .call_describe()
+            .map_err(|error| LoadError::Describe {
+                source_name: source_name.to_string(),
+                detail: error.to_string(),
+            })?;
         if let Some(inner) = Arc::get_mut(&mut policy.inner) {
             inner.description = description;
         }
         Ok(policy)
     }
 
-    fn compile(&self, source_name: &str, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+    fn compile(
+        &self,
+        source_name: &str,
+        digest: &str,
+        bytes: &[u8],
+    ) -> Result<Component, LoadError> {
         if let Some(component) = self.cached(digest) {
             return Ok(component);
         }
-        let component = Component::new(&self.inner.engine, bytes).map_err(|error| LoadError::Compile {
-            source_name: source_name.to_string(),
-            detail: format!("{error:#}"),
-        })?;
+        let component =
+            Component::new(&self.inner.engine, bytes).map_err(|error| LoadError::Compile {
+                source_name: source_name.to_string(),
+                detail: format!("{error:#}"),
+            })?;
         if let Ok(mut cache) = self.inner.compiled.lock() {
             cache.insert(digest.to_string(), component.clone());
         }
@@ -240,7 +249,10 @@ impl PolicyEngine {
     }
 
     fn new_store(&self) -> Result<Store<SandboxState>, wasmtime::Error> {
-        let mut store = Store::new(&self.inner.engine, SandboxState::new(self.inner.limits.memory_bytes));
+        let mut store = Store::new(
+            &self.inner.engine,
+            SandboxState::new(self.inner.limits.memory_bytes),
+        );
         store.limiter(|state| state);
         store.set_fuel(self.inner.limits.fuel)?;
         Ok(store)
@@ -309,7 +321,11 @@ impl LoadedPolicy {
         &self,
         observation: &model::TemplateObservation,
     ) -> Result<Decision<model::TemplatePlan>, DecisionError> {
-        let indices = self.inner.template.as_ref().ok_or_else(|| self.unsupported("DeploymentTemplate"))?;
+        let indices = self
+            .inner
+            .template
+            .as_ref()
+            .ok_or_else(|| self.unsupported("DeploymentTemplate"))?;
         let input = convert::template_observation(observation);
         let (result, state) = self.run(|store, instance| {
             let guest = indices.load(&mut *store, instance)?;
@@ -323,7 +339,11 @@ impl LoadedPolicy {
         &self,
         observation: &model::ResourceObservation,
     ) -> Result<Decision<model::ResourcePlan>, DecisionError> {
-        let indices = self.inner.resource.as_ref().ok_or_else(|| self.unsupported("DeploymentResource"))?;
+        let indices = self
+            .inner
+            .resource
+            .as_ref()
+            .ok_or_else(|| self.unsupported("DeploymentResource"))?;
         let input = convert::resource_observation(observation);
         let (result, state) = self.run(|store, instance| {
             let guest = indices.load(&mut *store, instance)?;
@@ -333,7 +353,10 @@ impl LoadedPolicy {
     }
 
     /// Decide for an observation of either kind.
-    pub fn decide(&self, observation: &model::Observation) -> Result<Decision<model::Plan>, DecisionError> {
+    pub fn decide(
+        &self,
+        observation: &model::Observation,
+    ) -> Result<Decision<model::Plan>, DecisionError> {
         match observation {
             model::Observation::DeploymentTemplate(observation) => {
                 let decision = self.decide_template(observation)?;
@@ -367,13 +390,18 @@ impl LoadedPolicy {
     /// Instantiate in a fresh store, run `call`, and classify any failure.
     fn run<R>(
         &self,
-        call: impl FnOnce(&mut Store<SandboxState>, &wasmtime::component::Instance) -> wasmtime::Result<R>,
+        call: impl FnOnce(
+            &mut Store<SandboxState>,
+            &wasmtime::component::Instance,
+        ) -> wasmtime::Result<R>,
     ) -> Result<(R, FinishedStore), DecisionError> {
         let engine = &self.inner.engine;
-        let mut store = engine.new_store().map_err(|error| DecisionError::Instantiate {
-            policy: self.display_name(),
-            detail: format!("{error:#}"),
-        })?;
+        let mut store = engine
+            .new_store()
+            .map_err(|error| DecisionError::Instantiate {
+                policy: self.display_name(),
+                detail: format!("{error:#}"),
+            })?;
         let instance = match self.inner.instance_pre.instantiate(&mut store) {
             Ok(instance) => instance,
             Err(error) => return Err(self.classify(&store, error, true)),
@@ -395,7 +423,12 @@ impl LoadedPolicy {
         }
     }
 
-    fn classify(&self, store: &Store<SandboxState>, error: wasmtime::Error, instantiating: bool) -> DecisionError {
+    fn classify(
+        &self,
+        store: &Store<SandboxState>,
+        error: wasmtime::Error,
+        instantiating: bool,
+    ) -> DecisionError {
         let policy = self.display_name();
         if store.data().memory_limit_hit {
             return DecisionError::MemoryLimit {

@@ -69,8 +69,12 @@ fn deterministic_wasi() -> WasiCtx {
     builder
         .wall_clock(FixedWallClock)
         .monotonic_clock(FixedMonotonicClock)
-        .secure_random(wasmtime_wasi::Deterministic::new(vec![0x5a, 0x17, 0xc3, 0x88]))
-        .insecure_random(wasmtime_wasi::Deterministic::new(vec![0x2b, 0x91, 0x4e, 0x06]))
+        .secure_random(wasmtime_wasi::Deterministic::new(vec![
+            0x5a, 0x17, 0xc3, 0x88,
+        ]))
+        .insecure_random(wasmtime_wasi::Deterministic::new(vec![
+            0x2b, 0x91, 0x4e, 0x06,
+        ]))
         .insecure_random_seed(0x7261_6477_6173_6d00)
         .allow_tcp(false)
         .allow_udp(false)

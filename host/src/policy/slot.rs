@@ -86,7 +86,9 @@ impl PolicySlot {
         if digest == self.current().digest() {
             return Ok(Reload::Unchanged);
         }
-        let policy = self.engine.load_bytes(&path.display().to_string(), &bytes)?;
+        let policy = self
+            .engine
+            .load_bytes(&path.display().to_string(), &bytes)?;
         let swapped = Reload::Swapped {
             policy: policy.display_name(),
             digest: policy.digest().to_string(),

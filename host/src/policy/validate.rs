@@ -22,7 +22,9 @@ const IMPORTABLE: &[&str] = &["log", "types"];
 pub enum LoadError {
     #[error("{source_name}: cannot read the file: {detail}")]
     Read { source_name: String, detail: String },
-    #[error("{source_name}: not a WebAssembly file (it does not start with the \\0asm magic bytes)")]
+    #[error(
+        "{source_name}: not a WebAssembly file (it does not start with the \\0asm magic bytes)"
+    )]
     NotWasm { source_name: String },
     #[error(
         "{source_name}: this is a core WebAssembly module, not a component; build the guest for \
@@ -79,14 +81,24 @@ pub fn check_binary_kind(source_name: &str, bytes: &[u8]) -> Result<(), LoadErro
         0x0000_0001 => Err(LoadError::CoreModule { source_name }),
         // layer 1: a component (version 0x0d of the binary format)
         v if v >> 16 == 1 => Ok(()),
-        version => Err(LoadError::UnknownLayer { source_name, version }),
+        version => Err(LoadError::UnknownLayer {
+            source_name,
+            version,
+        }),
     }
 }
 
 /// Check a compiled component's exports and imports against the contract.
-pub fn check_component(source_name: &str, engine: &Engine, component: &Component) -> Result<Worlds, LoadError> {
+pub fn check_component(
+    source_name: &str,
+    engine: &Engine,
+    component: &Component,
+) -> Result<Worlds, LoadError> {
     let ty = component.component_type();
-    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
     let worlds = check_exports(source_name, &exports)?;
     for (name, _) in ty.imports(engine) {
         check_import(source_name, name)?;
@@ -104,7 +116,9 @@ fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadEr
 
     let mismatched: Vec<&String> = exports
         .iter()
-        .filter(|name| name.starts_with(&format!("{PACKAGE}/")) && !name.ends_with(&format!("@{VERSION}")))
+        .filter(|name| {
+            name.starts_with(&format!("{PACKAGE}/")) && !name.ends_with(&format!("@{VERSION}"))
+        })
         .collect();
     let wrong_world = |detail: String| LoadError::WrongWorld {
         source_name: source_name.to_string(),
@@ -116,7 +130,11 @@ fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadEr
             missing.push(qualified(METADATA));
         }
         if !(worlds.template || worlds.resource) {
-            missing.push(format!("{} or {}", qualified(TEMPLATE_POLICY), qualified(RESOURCE_POLICY)));
+            missing.push(format!(
+                "{} or {}",
+                qualified(TEMPLATE_POLICY),
+                qualified(RESOURCE_POLICY)
+            ));
         }
         let mut detail = format!("does not export {}", missing.join(", and "));
         if !mismatched.is_empty() {
@@ -153,17 +171,23 @@ fn check_import(source_name: &str, import: &str) -> Result<(), LoadError> {
         if IMPORTABLE.contains(&interface) {
             return Ok(());
         }
-        return Err(forbidden("guests may import only radapp:policy/log and radapp:policy/types"));
+        return Err(forbidden(
+            "guests may import only radapp:policy/log and radapp:policy/types",
+        ));
     }
     if import.starts_with("wasi:http/") {
-        return Err(forbidden("policies may not make network calls; the host does all I/O"));
+        return Err(forbidden(
+            "policies may not make network calls; the host does all I/O",
+        ));
     }
     if import.starts_with("wasi:") {
         // Linked with a context that grants nothing (see sandbox.rs); the
         // linker reports any WASI interface or version it does not have.
         return Ok(());
     }
-    Err(forbidden("only radapp:policy/log and WASI 0.2 interfaces are provided"))
+    Err(forbidden(
+        "only radapp:policy/log and WASI 0.2 interfaces are provided",
+    ))
 }
 
 #[cfg(test)]
@@ -173,7 +197,10 @@ mod tests {
     #[test]
     fn core_modules_and_garbage_are_told_apart_from_components() {
         let core = b"\0asm\x01\0\0\0";
-        assert!(matches!(check_binary_kind("m.wasm", core), Err(LoadError::CoreModule { .. })));
+        assert!(matches!(
+            check_binary_kind("m.wasm", core),
+            Err(LoadError::CoreModule { .. })
+        ));
         let component = b"\0asm\x0d\0\x01\0";
         assert!(check_binary_kind("c.wasm", component).is_ok());
         let text = b"(module)";
@@ -193,33 +220,66 @@ mod tests {
             "radapp:policy/resource-policy@0.1.0",
         ]);
         let worlds = check_exports("p.wasm", &both).expect("implements world policy");
-        assert_eq!(worlds, Worlds { template: true, resource: true });
-        let template_only = names(&["radapp:policy/metadata@0.1.0", "radapp:policy/template-policy@0.1.0"]);
-        let worlds = check_exports("p.wasm", &template_only).expect("implements the template world");
-        assert_eq!(worlds.to_string(), "world radapp:policy/template-policy-guest@0.1.0");
+        assert_eq!(
+            worlds,
+            Worlds {
+                template: true,
+                resource: true
+            }
+        );
+        let template_only = names(&[
+            "radapp:policy/metadata@0.1.0",
+            "radapp:policy/template-policy@0.1.0",
+        ]);
+        let worlds =
+            check_exports("p.wasm", &template_only).expect("implements the template world");
+        assert_eq!(
+            worlds.to_string(),
+            "world radapp:policy/template-policy-guest@0.1.0"
+        );
     }
 
     #[test]
     fn a_guest_built_against_another_contract_version_is_told_so() {
-        let newer = names(&["radapp:policy/metadata@0.2.0", "radapp:policy/template-policy@0.2.0"]);
+        let newer = names(&[
+            "radapp:policy/metadata@0.2.0",
+            "radapp:policy/template-policy@0.2.0",
+        ]);
         let error = check_exports("new.wasm", &newer).expect_err("0.2.0 is not 0.1.0");
         let message = error.to_string();
         assert!(message.contains("new.wasm"), "{message}");
-        assert!(message.contains("radapp:policy/template-policy@0.2.0"), "{message}");
-        assert!(message.contains("this host implements radapp:policy@0.1.0"), "{message}");
+        assert!(
+            message.contains("radapp:policy/template-policy@0.2.0"),
+            "{message}"
+        );
+        assert!(
+            message.contains("this host implements radapp:policy@0.1.0"),
+            "{message}"
+        );
     }
 
     #[test]
     fn a_guest_without_describe_is_told_what_is_missing() {
         let error = check_exports("p.wasm", &names(&["radapp:policy/template-policy@0.1.0"]))
             .expect_err("metadata is required");
-        assert!(error.to_string().contains("does not export radapp:policy/metadata@0.1.0"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("does not export radapp:policy/metadata@0.1.0"),
+            "{error}"
+        );
     }
 
     #[test]
     fn imports_outside_the_sandbox_are_named() {
-        let error = check_import("p.wasm", "wasi:http/outgoing-handler@0.2.0").expect_err("http is forbidden");
-        assert!(error.to_string().contains("wasi:http/outgoing-handler@0.2.0"), "{error}");
+        let error = check_import("p.wasm", "wasi:http/outgoing-handler@0.2.0")
+            .expect_err("http is forbidden");
+        assert!(
+            error
+                .to_string()
+                .contains("wasi:http/outgoing-handler@0.2.0"),
+            "{error}"
+        );
         assert!(check_import("p.wasm", "radapp:policy/log@0.1.0").is_ok());
         assert!(check_import("p.wasm", "radapp:policy/log@0.2.0").is_err());
         assert!(check_import("p.wasm", "acme:secrets/vault").is_err());

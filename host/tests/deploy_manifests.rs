@@ -1,0 +1,64 @@
+//! `deploy/` stays in sync with the code: the CRDs are exactly what
+//! `radwasm crds` generates from the Rust types, and every manifest parses.
+
+use std::path::Path;
+use std::process::Command;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+}
+
+#[test]
+fn the_committed_crds_are_generated_from_the_rust_types() {
+    let output = Command::new(env!("CARGO_BIN_EXE_radwasm"))
+        .arg("crds")
+        .output()
+        .expect("run radwasm crds");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let file = repo().join("deploy/crds/radapp.io_v1alpha3.yaml");
+    let committed = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(
+        committed == String::from_utf8_lossy(&output.stdout),
+        "{} is out of date: run `cargo run -p radwasm -- crds > deploy/crds/radapp.io_v1alpha3.yaml`",
+        file.display()
+    );
+}
+
+#[test]
+fn every_manifest_in_deploy_is_valid_yaml_with_a_kind() {
+    let mut checked = 0;
+    for dir in ["deploy", "deploy/crds", "deploy/examples"] {
+        let Ok(entries) = std::fs::read_dir(repo().join(dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|ext| ext != "yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("readable");
+            for document in serde_yaml::Deserializer::from_str(&text) {
+                let value = serde_yaml::Value::deserialize(document)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                if value.is_null() {
+                    continue;
+                }
+                assert!(
+                    value.get("kind").is_some(),
+                    "{}: a document has no kind",
+                    path.display()
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 6, "only {checked} manifests found under deploy/");
+}
+
+use serde::Deserialize;
