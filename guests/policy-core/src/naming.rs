@@ -89,6 +89,57 @@ fn sanitize(text: &str) -> String {
 }
 
 /// 64-bit FNV-1a: tiny, stable across builds and platforms.
+/// A set of Radius ids compared case-insensitively. Ids share long prefixes
+/// (`/planes/radius/local/resourceGroups/...`), so entries are found by a
+/// hash of the lower-cased id first and compared in full only on a hit.
+#[derive(Debug, Default, Clone)]
+pub struct IdSet {
+    entries: Vec<(u64, String)>,
+}
+
+impl IdSet {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add `id`; returns false if an equal id (ignoring case) was present.
+    pub fn insert(&mut self, id: &str) -> bool {
+        if self.contains(id) {
+            return false;
+        }
+        self.entries.push((fold_hash(id), id.to_string()));
+        true
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        let hash = fold_hash(id);
+        self.entries
+            .iter()
+            .any(|(h, entry)| *h == hash && entry.eq_ignore_ascii_case(id))
+    }
+}
+
+impl<'a> FromIterator<&'a str> for IdSet {
+    fn from_iter<I: IntoIterator<Item = &'a str>>(iter: I) -> Self {
+        let mut set = IdSet::new();
+        for id in iter {
+            set.insert(id);
+        }
+        set
+    }
+}
+
+/// FNV-1a of the length and the last 32 ASCII-lower-cased bytes (ids differ
+/// at the end, in the type and name), without allocating.
+fn fold_hash(id: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ id.len() as u64;
+    for byte in id.bytes().rev().take(32) {
+        hash ^= u64::from(byte.to_ascii_lowercase());
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in bytes {

@@ -49,19 +49,102 @@ pub fn validate_template(text: &str) -> Result<(), SpecError> {
             problem: "is empty; it must hold a compiled ARM template".to_string(),
         });
     }
-    let value = parse(FIELD, text)?;
-    let Some(object) = value.as_object() else {
-        return Err(SpecError {
-            field: FIELD,
-            problem: "must be a JSON object (a compiled ARM template)".to_string(),
-        });
-    };
-    match object.get("resources") {
-        None | Some(Value::Object(_)) | Some(Value::Array(_)) => Ok(()),
-        Some(_) => Err(SpecError {
+    // Check the shape while scanning, without building a JSON tree: templates
+    // are large and this runs on every decision (docs/benchmarks.md).
+    match serde_json::from_str::<TemplateShape>(text) {
+        Ok(TemplateShape::Object { resources_ok: true }) => Ok(()),
+        Ok(TemplateShape::Object {
+            resources_ok: false,
+        }) => Err(SpecError {
             field: FIELD,
             problem: "\"resources\" must be an object or an array".to_string(),
         }),
+        Ok(TemplateShape::NotObject) => Err(SpecError {
+            field: FIELD,
+            problem: "must be a JSON object (a compiled ARM template)".to_string(),
+        }),
+        Err(error) => Err(SpecError {
+            field: FIELD,
+            problem: format!("not valid JSON ({error})"),
+        }),
+    }
+}
+
+/// What [`validate_template`] needs to know about a template's JSON.
+enum TemplateShape {
+    Object { resources_ok: bool },
+    NotObject,
+}
+
+impl<'de> serde::Deserialize<'de> for TemplateShape {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ShapeVisitor { top: true })
+    }
+}
+
+/// Visits a value; at the top it reports the template's shape, below it
+/// reports (as `resources_ok`) whether the value is an object or an array.
+struct ShapeVisitor {
+    top: bool,
+}
+
+struct ResourcesShape(bool);
+
+impl<'de> serde::Deserialize<'de> for ResourcesShape {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match deserializer.deserialize_any(ShapeVisitor { top: false })? {
+            TemplateShape::Object { resources_ok } => Ok(ResourcesShape(resources_ok)),
+            TemplateShape::NotObject => Ok(ResourcesShape(false)),
+        }
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ShapeVisitor {
+    type Value = TemplateShape;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut resources_ok = true;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if self.top && key == "resources" {
+                resources_ok = map.next_value::<ResourcesShape>()?.0;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(TemplateShape::Object { resources_ok })
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        // An array is a valid `resources` but not a valid template.
+        Ok(if self.top {
+            TemplateShape::NotObject
+        } else {
+            TemplateShape::Object { resources_ok: true }
+        })
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(TemplateShape::NotObject)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(TemplateShape::NotObject)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(TemplateShape::NotObject)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(TemplateShape::NotObject)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(TemplateShape::NotObject)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(TemplateShape::NotObject)
     }
 }
 

@@ -9,7 +9,7 @@ use radwasm_policy_model::{
 };
 
 use crate::annotations::{self, ReconcileMode};
-use crate::naming;
+use crate::naming::{self, IdSet};
 use crate::plan::{DesiredTemplateStatus, TemplatePlanner, ready_condition};
 use crate::spec;
 use crate::timing::{
@@ -46,7 +46,21 @@ pub fn decide(observation: &TemplateObservation) -> Result<TemplatePlan, PolicyE
     if !has_finalizer {
         plan.push(TemplateAction::AddFinalizer);
     }
-    let valid = match spec::validate(&observation.spec) {
+    // A spec Radius already accepted (its hash is the one deployed, or the
+    // one being deployed) was valid then and is byte-for-byte the same now:
+    // only its scope is needed, not another scan of the whole template.
+    let accepted = observation.status.status_hash.as_deref()
+        == Some(observation.spec_hash.as_str())
+        || observation.operation.as_ref().is_some_and(|op| {
+            op.kind == OperationKind::Deployment && op.subject == observation.spec_hash
+        });
+    let checked = if accepted && !observation.spec_hash.is_empty() {
+        spec::deployment_scope(&observation.spec.provider_config)
+            .map(|scope| spec::ValidSpec { scope })
+    } else {
+        spec::validate(&observation.spec)
+    };
+    let valid = match checked {
         Ok(valid) => valid,
         Err(error) => {
             fail(observation, &mut plan, "InvalidSpec", error.to_string());
@@ -373,24 +387,22 @@ fn converge(
     plan: &mut TemplatePlanner,
 ) -> (TemplatePhase, String) {
     let owned = &observation.owned_resources;
-    let wanted = |id: &str| ids.iter().any(|wanted| wanted.eq_ignore_ascii_case(id));
-    let mut planned: Vec<String> = Vec::new();
+    // Ids compare case-insensitively. Lower-case each once and use sets:
+    // ids share long prefixes, so pairwise comparison is slow in wasm.
+    let owned_ids: IdSet = owned.iter().map(|r| r.radius_id.as_str()).collect();
+    let wanted_ids: IdSet = ids.iter().map(String::as_str).collect();
+    let mut planned = IdSet::new();
     for id in ids {
-        let present = owned
-            .iter()
-            .any(|resource| resource.radius_id.eq_ignore_ascii_case(id));
-        let lower = id.to_ascii_lowercase();
-        if !present && !planned.contains(&lower) {
+        if !owned_ids.contains(id) && planned.insert(id) {
             plan.push(TemplateAction::CreateResource(CreateResource {
                 name: naming::resource_object_name(id),
                 radius_id: id.clone(),
             }));
-            planned.push(lower);
         }
     }
     let stale: Vec<&radwasm_policy_model::OwnedResource> = owned
         .iter()
-        .filter(|resource| !wanted(&resource.radius_id))
+        .filter(|resource| !wanted_ids.contains(&resource.radius_id))
         .collect();
     delete_in_waves(&stale, plan);
     if stale.is_empty() {

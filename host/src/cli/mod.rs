@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use crate::telemetry::LogFormat;
 
 pub mod policy;
+pub mod run;
 
 /// Kubernetes controller host for Radius DeploymentTemplates, with the
 /// reconcile policy in sandboxed WebAssembly components.
@@ -26,6 +27,8 @@ pub enum Command {
     /// Check, run, test and benchmark a policy guest on its own, from files.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Run the controllers against a cluster (kubeconfig or in-cluster).
+    Run(run::RunArgs),
     /// Print the CustomResourceDefinitions (YAML) generated from the Rust types.
     Crds,
 }
@@ -34,6 +37,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Policy(command) => policy::run(command),
+        Command::Run(args) => run::run(args),
         Command::Crds => {
             print!("{}", crate::crd::crd_yaml()?);
             Ok(ExitCode::SUCCESS)

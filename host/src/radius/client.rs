@@ -251,6 +251,12 @@ impl RadiusClient {
 
     /// Poll an operation once.
     pub async fn poll(&self, token: &ResumeToken) -> Result<PollOutcome, RadiusError> {
+        if let Some(rejection) = &token.rejected {
+            return Ok(PollOutcome::Failed {
+                code: rejection.code.clone(),
+                message: rejection.message.clone(),
+            });
+        }
         let outcome = if let Some(url) = &token.async_operation {
             self.poll_status(url).await?
         } else if let Some(url) = &token.location {
@@ -361,6 +367,7 @@ impl RadiusClient {
                 .map(|url| self.relative(&url)),
             location: answer.header("location").map(|url| self.relative(&url)),
             subject: subject.to_string(),
+            rejected: None,
         }
     }
 

@@ -20,7 +20,7 @@ mod operation;
 pub use client::{DeleteStart, DeploymentRequest, RadiusClient, RetryPolicy};
 pub use endpoint::{AGGREGATED_PATH, Endpoint};
 pub use error::RadiusError;
-pub use operation::{OperationKind, PollOutcome, ResumeToken};
+pub use operation::{OperationKind, PollOutcome, Rejection, ResumeToken};
 
 /// `api-version` for deployments (`Microsoft.Resources/deployments`).
 pub const DEPLOYMENT_API_VERSION: &str = "2020-10-01";

@@ -35,6 +35,19 @@ pub struct ResumeToken {
     /// Caller's subject (for deployments, the spec hash deployed). Opaque here.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subject: String,
+    /// Radius refused the request outright (a 4xx with an ARM error): the
+    /// operation is over before it began, and polling reports this failure
+    /// without asking Radius again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<Rejection>,
+}
+
+/// An ARM error that ended an operation before it started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rejection {
+    pub code: String,
+    pub message: String,
 }
 
 impl ResumeToken {
@@ -125,6 +138,7 @@ mod tests {
             async_operation: Some("/planes/radius/local/providers/System.Resources/locations/global/operationStatuses/0f1e?api-version=2020-10-01".into()),
             location: None,
             subject: "abc".into(),
+            rejected: None,
         };
         let text = token.encode();
         assert!(text.len() < 512, "{text}");

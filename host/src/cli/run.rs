@@ -1,0 +1,197 @@
+//! `radwasm run`: the controller as it runs in a cluster (or against any
+//! kubeconfig), with Radius through the API server's aggregated path or a
+//! direct URL.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::{self, Context, Options};
+use crate::metrics::{self, Metrics, Readiness};
+use crate::policy::{Limits, PolicyEngine, PolicySlot, PolicySource};
+use crate::radius::{Endpoint, RadiusClient, RetryPolicy};
+
+/// Options shared by `run` and `dev`: the policy and how the controllers run.
+#[derive(Debug, Clone, Args)]
+pub struct ControllerArgs {
+    /// Policy component (`.wasm`) to decide with, or `default` for the
+    /// built-in one. A file is re-read when it changes; a broken
+    /// replacement is refused and the running policy kept.
+    #[arg(long, default_value = "default")]
+    pub policy: String,
+    /// How often to check the policy file for changes.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub policy_reload_interval: Duration,
+    /// Fuel one decision may use.
+    #[arg(long, default_value_t = Limits::default().fuel)]
+    pub fuel: u64,
+    /// Linear-memory cap per guest instance, in MiB.
+    #[arg(long, default_value_t = (Limits::default().memory_bytes >> 20) as u64)]
+    pub memory_mib: u64,
+    /// Watch only this namespace (all namespaces when absent).
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Reconciles in flight at once, per controller.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: u16,
+}
+
+/// `radwasm run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub controller: ControllerArgs,
+    /// Kubeconfig to use; otherwise $KUBECONFIG, ~/.kube/config, or the
+    /// in-cluster service account.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Reach Radius at this base URL instead of the API server's aggregated
+    /// path /apis/api.ucp.dev/v1alpha3.
+    #[arg(long)]
+    pub radius_url: Option<String>,
+    /// Serve /metrics, /healthz and /readyz here.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub metrics_address: SocketAddr,
+}
+
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map(|at| text.split_at(at))
+        .unwrap_or((text, "s"));
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 500ms, 2s or 1m"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use ms, s or m)")),
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Load kube config from a path, or infer it.
+pub async fn kube_config(path: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
+    match path {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding Kubernetes credentials (kubeconfig or in-cluster)"),
+    }
+}
+
+/// A running controller host: call [`ControllerHost::wait`] to run it until shutdown.
+pub struct ControllerHost {
+    pub policy: PolicySlot,
+    ctx: Arc<Context>,
+    options: Options,
+    reload_interval: Duration,
+}
+
+impl ControllerHost {
+    /// Load the policy and build the clients; fails early on bad input.
+    pub fn new(
+        args: &ControllerArgs,
+        config: kube::Config,
+        radius: Endpoint,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<Self> {
+        let limits = Limits {
+            fuel: args.fuel,
+            memory_bytes: usize::try_from(args.memory_mib.saturating_mul(1 << 20))
+                .unwrap_or(usize::MAX),
+            ..Limits::default()
+        };
+        let engine = PolicyEngine::new(limits)?;
+        let policy = PolicySlot::load(engine, PolicySource::parse(&args.policy))
+            .with_context(|| format!("loading policy {}", args.policy))?;
+        tracing::info!(policy = %policy.current().display_name(), digest = %policy.current().digest(), "policy loaded");
+        let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+        let radius = RadiusClient::new(radius, RetryPolicy::default())?;
+        let ctx = Arc::new(Context::new(client, radius, policy.clone(), metrics));
+        Ok(Self {
+            policy,
+            ctx,
+            options: Options {
+                namespace: args.namespace.clone(),
+                concurrency: args.concurrency,
+            },
+            reload_interval: args.policy_reload_interval,
+        })
+    }
+
+    /// Run the controllers (and the policy file watch) until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        tokio::spawn(
+            self.policy
+                .clone()
+                .watch(self.reload_interval, shutdown.clone()),
+        );
+        controller::run(self.ctx, self.options, shutdown).await;
+    }
+}
+
+/// Cancel `token` on SIGINT or SIGTERM.
+pub fn cancel_on_signals(token: CancellationToken) {
+    tokio::spawn(async move {
+        let terminate = async {
+            #[cfg(unix)]
+            if let Ok(mut signal) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            {
+                signal.recv().await;
+                return;
+            }
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate => {}
+        }
+        tracing::info!("shutting down");
+        token.cancel();
+    });
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let config = kube_config(args.kubeconfig.as_ref()).await?;
+        let endpoint = match &args.radius_url {
+            Some(url) => Endpoint::direct(url)?,
+            None => Endpoint::aggregated(&config)?,
+        };
+        tracing::info!(radius = %endpoint.base, cluster = %config.cluster_url, "starting");
+        let metrics = Arc::new(Metrics::default());
+        let host = ControllerHost::new(&args.controller, config, endpoint, metrics.clone())?;
+        let shutdown = CancellationToken::new();
+        cancel_on_signals(shutdown.clone());
+        let readiness = Readiness::default();
+        let bound = metrics::serve(
+            args.metrics_address,
+            metrics,
+            readiness.clone(),
+            shutdown.clone(),
+        )
+        .await
+        .with_context(|| format!("serving metrics on {}", args.metrics_address))?;
+        tracing::info!(%bound, "metrics and probes");
+        readiness.set_ready();
+        host.run(shutdown).await;
+        anyhow::Ok(ExitCode::SUCCESS)
+    })
+}
