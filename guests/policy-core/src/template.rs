@@ -100,6 +100,7 @@ fn hold(observation: &TemplateObservation, plan: &mut TemplatePlanner) {
         DesiredTemplateStatus {
             phase: Some(TemplatePhase::Held),
             message: Some(message.clone()),
+            observed_generation: Some(observation.meta.generation),
             ready: Some(ready_condition(ConditionStatus::False, "Held", &message)),
             ..Default::default()
         },

@@ -190,3 +190,64 @@ pub fn failure_fields(
     );
     fields
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ready(status: model::ConditionStatus, reason: &str) -> model::Condition {
+        model::Condition {
+            kind: "Ready".into(),
+            status,
+            reason: reason.into(),
+            message: format!("{reason} message"),
+        }
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_until_its_status_changes() {
+        let first = merge_conditions(
+            &[],
+            &[ready(model::ConditionStatus::False, "Deploying")],
+            Some(1),
+        );
+        assert_eq!(first.len(), 1);
+        let mut aged = first.clone();
+        aged[0].last_transition_time = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+
+        let same_status = merge_conditions(
+            &aged,
+            &[ready(
+                model::ConditionStatus::False,
+                "WaitingForDependencies",
+            )],
+            Some(2),
+        );
+        assert_eq!(
+            same_status[0].last_transition_time,
+            aged[0].last_transition_time
+        );
+        assert_eq!(same_status[0].reason, "WaitingForDependencies");
+        assert_eq!(same_status[0].observed_generation, Some(2));
+
+        let flipped = merge_conditions(
+            &aged,
+            &[ready(model::ConditionStatus::True, "Deployed")],
+            Some(2),
+        );
+        assert_ne!(
+            flipped[0].last_transition_time,
+            aged[0].last_transition_time
+        );
+        assert_eq!(flipped[0].status, "True");
+    }
+
+    #[test]
+    fn failure_fields_mark_the_object_failed_with_the_message() {
+        let fields = failure_fields("plan rejected at action 2", "PlanRejected", &[], Some(3));
+        assert_eq!(fields["phrase"], "Failed");
+        assert_eq!(fields["message"], "plan rejected at action 2");
+        assert_eq!(fields["conditions"][0]["reason"], "PlanRejected");
+        assert_eq!(fields["conditions"][0]["status"], "False");
+    }
+}

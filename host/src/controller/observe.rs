@@ -261,3 +261,33 @@ async fn poll(ctx: &Context, recorded: &ResourceOperation) -> model::OperationOb
         result,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(template: &str, parameters: &str, provider_config: &str) -> SpecTexts {
+        SpecTexts {
+            template: template.into(),
+            parameters: parameters.into(),
+            provider_config: provider_config.into(),
+        }
+    }
+
+    #[test]
+    fn the_spec_hash_moves_with_every_part_of_the_spec_and_only_with_it() {
+        let base = spec_hash(&spec("{}", "{\"a\":{\"value\":1}}", "{}"));
+        assert_eq!(base, spec_hash(&spec("{}", "{\"a\":{\"value\":1}}", "{}")));
+        assert_ne!(base, spec_hash(&spec("{ }", "{\"a\":{\"value\":1}}", "{}")));
+        assert_ne!(base, spec_hash(&spec("{}", "{\"a\":{\"value\":2}}", "{}")));
+        assert_ne!(
+            base,
+            spec_hash(&spec("{}", "{\"a\":{\"value\":1}}", "{\"radius\":{}}"))
+        );
+        // Moving text between fields is a different spec.
+        assert_ne!(
+            spec_hash(&spec("ab", "", "")),
+            spec_hash(&spec("a", "b", ""))
+        );
+    }
+}
