@@ -1,0 +1,848 @@
+//! The HTTP surface: discovery, OpenAPI stubs, and every verb on every
+//! served kind, routed by parsing the path the way the real server does.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use futures::SinkExt;
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::faults::FaultsHandle;
+use crate::kinds::Kind;
+use crate::selectors::{Filter, Selector};
+use crate::store::{ChangeType, Key, Propagation, Store};
+
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub store: Arc<Mutex<Store>>,
+    pub faults: FaultsHandle,
+    pub address: String,
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+fn json_response(code: StatusCode, value: &Value) -> Response {
+    (
+        code,
+        [("content-type", "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+fn ok(value: &Value) -> ApiResult {
+    Ok(json_response(StatusCode::OK, value))
+}
+
+/// Entry point for every request.
+pub(crate) async fn handle(State(state): State<AppState>, request: Request) -> Response {
+    let path = request.uri().path().to_string();
+    if let Some(admin) = path.strip_prefix("/_sim/") {
+        return admin_request(&state, admin, request).await;
+    }
+    let faults = state.faults.current();
+    if !faults.latency.is_zero() {
+        tokio::time::sleep(faults.latency).await;
+    }
+    if faults.error_rate > 0.0 && rand::random::<f64>() < faults.error_rate {
+        let code = if faults.error_code == 0 {
+            500
+        } else {
+            faults.error_code
+        };
+        let error = if code == 429 {
+            ApiError::new(
+                429,
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later (injected)",
+            )
+        } else {
+            ApiError::new(
+                code,
+                "InternalError",
+                "an error on the server (\"injected fault\") has prevented the request from succeeding",
+            )
+        };
+        let mut response = error.into_response();
+        if code == 429 {
+            response
+                .headers_mut()
+                .insert("retry-after", "1".parse().expect("static header"));
+        }
+        return response;
+    }
+    match route(&state, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+fn query_map(request: &Request) -> HashMap<String, String> {
+    request
+        .uri()
+        .query()
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn body_json(request: Request) -> Result<(HeaderMap, Value), ApiError> {
+    let headers = request.headers().clone();
+    let bytes = axum::body::to_bytes(request.into_body(), 64 << 20)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
+    if bytes.is_empty() {
+        return Ok((headers, Value::Null));
+    }
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let value = if content_type.contains("yaml") {
+        serde_yaml::from_slice::<Value>(&bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
+    } else {
+        serde_json::from_slice::<Value>(&bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?
+    };
+    Ok((headers, value))
+}
+
+/// What a resource path names.
+struct Target {
+    kind: Kind,
+    namespace: Option<String>,
+    name: Option<String>,
+    status: bool,
+}
+
+async fn route(state: &AppState, request: Request) -> ApiResult {
+    let path = request.uri().path().trim_end_matches('/').to_string();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let method = request.method().clone();
+    match segments.as_slice() {
+        ["version"] => ok(&json!({
+            "major": "1", "minor": "33", "gitVersion": "v1.33.0-radwasm", "gitCommit": "radwasm",
+            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24",
+            "compiler": "gc", "platform": "linux/amd64"
+        })),
+        ["healthz"] | ["livez"] | ["readyz"] => Ok((StatusCode::OK, "ok").into_response()),
+        ["openapi", "v2"] => ok(
+            &json!({"swagger": "2.0", "info": {"title": "radwasm embedded API server", "version": "v1.33.0"}, "paths": {}, "definitions": {}}),
+        ),
+        ["openapi", "v3"] => ok(&json!({"paths": {}})),
+        ["api"] => ok(&json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": state.address}]})),
+        ["apis"] => ok(&group_list(state)),
+        ["api", "v1"] => ok(&resource_list(state, "", "v1")),
+        ["apis", group] => group_doc(state, group),
+        ["apis", group, version] => {
+            let list = resource_list(state, group, version);
+            if list["resources"].as_array().is_some_and(|r| r.is_empty()) {
+                return Err(ApiError::not_found("", "", &format!("{group}/{version}")));
+            }
+            ok(&list)
+        }
+        ["api", "v1", rest @ ..] => resource_request(state, "", "v1", rest, method, request).await,
+        ["apis", group, version, rest @ ..] => {
+            let (group, version) = (group.to_string(), version.to_string());
+            resource_request(state, &group, &version, rest, method, request).await
+        }
+        _ => Err(ApiError::not_found("", "", &path)),
+    }
+}
+
+fn group_list(state: &AppState) -> Value {
+    let store = state.store.lock().expect("store lock");
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for kind in store.kinds().iter().filter(|k| !k.group.is_empty()) {
+        match groups.iter_mut().find(|(g, _)| *g == kind.group) {
+            Some((_, versions)) => {
+                if !versions.contains(&kind.version) {
+                    versions.push(kind.version.clone());
+                }
+            }
+            None => groups.push((kind.group.clone(), vec![kind.version.clone()])),
+        }
+    }
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups.iter().map(|(g, v)| group_json(g, v)).collect::<Vec<_>>()})
+}
+
+fn group_json(group: &str, versions: &[String]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    json!({"name": group, "versions": versions, "preferredVersion": versions[0]})
+}
+
+fn group_doc(state: &AppState, group: &str) -> ApiResult {
+    let store = state.store.lock().expect("store lock");
+    let mut versions: Vec<String> = Vec::new();
+    for kind in store.kinds().iter().filter(|k| k.group == group) {
+        if !versions.contains(&kind.version) {
+            versions.push(kind.version.clone());
+        }
+    }
+    if versions.is_empty() {
+        return Err(ApiError::not_found("", "", group));
+    }
+    let mut doc = group_json(group, &versions);
+    doc["kind"] = json!("APIGroup");
+    doc["apiVersion"] = json!("v1");
+    ok(&doc)
+}
+
+fn resource_list(state: &AppState, group: &str, version: &str) -> Value {
+    let store = state.store.lock().expect("store lock");
+    let resources: Vec<Value> = store
+        .kinds()
+        .iter()
+        .filter(|k| k.group == group && k.version == version)
+        .flat_map(Kind::api_resources)
+        .collect();
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
+}
+
+fn resolve(
+    state: &AppState,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Result<Target, ApiError> {
+    let store = state.store.lock().expect("store lock");
+    let find = |plural: &str| {
+        store
+            .kind_version(group, version, plural)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(group, plural, ""))
+            .map_err(|_| {
+                ApiError::new(404, "NotFound", format!("the server could not find the requested resource ({group}/{version} {plural})"))
+            })
+    };
+    let target = |kind: Kind, namespace: Option<&str>, name: Option<&str>, status: bool| Target {
+        kind,
+        namespace: namespace.map(str::to_string),
+        name: name.map(str::to_string),
+        status,
+    };
+    match rest {
+        ["namespaces", ns, plural, tail @ ..]
+            if *plural != "status" && group_has_namespaced(&store, group, version, plural) =>
+        {
+            let kind = find(plural)?;
+            match tail {
+                [] => Ok(target(kind, Some(ns), None, false)),
+                [name] => Ok(target(kind, Some(ns), Some(name), false)),
+                [name, "status"] if kind.status_subresource => {
+                    Ok(target(kind, Some(ns), Some(name), true))
+                }
+                _ => Err(ApiError::new(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource",
+                )),
+            }
+        }
+        [plural] => Ok(target(find(plural)?, None, None, false)),
+        [plural, name] => {
+            let kind = find(plural)?;
+            if kind.namespaced {
+                return Err(ApiError::new(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource",
+                ));
+            }
+            Ok(target(kind, None, Some(name), false))
+        }
+        [plural, name, "status"] => {
+            let kind = find(plural)?;
+            if kind.namespaced || !kind.status_subresource {
+                return Err(ApiError::new(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource",
+                ));
+            }
+            Ok(target(kind, None, Some(name), true))
+        }
+        _ => Err(ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )),
+    }
+}
+
+fn group_has_namespaced(store: &Store, group: &str, version: &str, plural: &str) -> bool {
+    store
+        .kind_version(group, version, plural)
+        .is_some_and(|k| k.namespaced)
+}
+
+async fn resource_request(
+    state: &AppState,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    method: Method,
+    request: Request,
+) -> ApiResult {
+    let target = resolve(state, group, version, rest)?;
+    let query = query_map(&request);
+    match (method, target.name.is_some()) {
+        (Method::GET, false) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+            watch(state, &target, &query)
+        }
+        (Method::GET, false) => list(state, &target, &query),
+        (Method::GET, true) => get(state, &target),
+        (Method::POST, false) => {
+            let (_, body) = body_json(request).await?;
+            create(state, &target, body, &query)
+        }
+        (Method::PUT, true) => {
+            let (_, body) = body_json(request).await?;
+            update(state, &target, body, &query)
+        }
+        (Method::PATCH, true) => {
+            let (headers, body) = body_json(request).await?;
+            patch(state, &target, &headers, body, &query)
+        }
+        (Method::DELETE, true) => {
+            let (_, body) = body_json(request).await?;
+            delete(state, &target, body, &query)
+        }
+        (Method::DELETE, false) => {
+            let (_, body) = body_json(request).await?;
+            delete_collection(state, &target, body, &query)
+        }
+        (method, _) => Err(ApiError::method_not_allowed(format!(
+            "method {method} is not supported on this path"
+        ))),
+    }
+}
+
+fn served(kind: &Kind, object: &Value) -> Value {
+    let mut object = object.clone();
+    object["apiVersion"] = json!(kind.api_version());
+    object
+}
+
+fn dry_run(query: &HashMap<String, String>) -> bool {
+    query.get("dryRun").is_some_and(|d| d == "All")
+}
+
+fn get(state: &AppState, target: &Target) -> ApiResult {
+    let store = state.store.lock().expect("store lock");
+    let key = key(target);
+    let object = store
+        .get(&key)
+        .ok_or_else(|| ApiError::not_found(&target.kind.group, &target.kind.plural, &key.name))?;
+    ok(&served(&target.kind, &object))
+}
+
+fn key(target: &Target) -> Key {
+    Key {
+        group: target.kind.group.clone(),
+        plural: target.kind.plural.clone(),
+        namespace: if target.kind.namespaced {
+            target.namespace.clone().unwrap_or_default()
+        } else {
+            String::new()
+        },
+        name: target.name.clone().unwrap_or_default(),
+    }
+}
+
+fn filter_from(query: &HashMap<String, String>) -> Result<Filter, ApiError> {
+    let labels = Selector::parse(
+        query.get("labelSelector").map(String::as_str).unwrap_or(""),
+        "label",
+    )?;
+    let fields = Selector::parse(
+        query.get("fieldSelector").map(String::as_str).unwrap_or(""),
+        "field",
+    )?;
+    fields.check_fields()?;
+    Ok(Filter { labels, fields })
+}
+
+fn list(state: &AppState, target: &Target, query: &HashMap<String, String>) -> ApiResult {
+    let filter = filter_from(query)?;
+    let limit: usize = query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let mut store = state.store.lock().expect("store lock");
+    let (rv, items, start) = match query.get("continue").filter(|c| !c.is_empty()) {
+        Some(token) => {
+            let (rv, start) = decode_continue(token)?;
+            let items = store.snapshot(rv).ok_or_else(|| {
+                ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+            })?;
+            (rv, items, start)
+        }
+        None => {
+            let items = Arc::new(store.list(&target.kind, target.namespace.as_deref(), &filter));
+            let rv = if items.len() > limit {
+                store.remember_snapshot(items.clone())
+            } else {
+                store.resource_version()
+            };
+            (rv, items, 0)
+        }
+    };
+    drop(store);
+    let end = start.saturating_add(limit).min(items.len());
+    let page: Vec<Value> = items[start.min(end)..end]
+        .iter()
+        .map(|(_, o)| served(&target.kind, o))
+        .collect();
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if end < items.len() {
+        metadata["continue"] = json!(encode_continue(rv, end));
+        metadata["remainingItemCount"] = json!(items.len() - end);
+    }
+    ok(
+        &json!({"kind": format!("{}List", target.kind.kind), "apiVersion": target.kind.api_version(), "metadata": metadata, "items": page}),
+    )
+}
+
+fn encode_continue(rv: u64, start: usize) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(json!({"rv": rv, "start": start}).to_string())
+}
+
+fn decode_continue(token: &str) -> Result<(u64, usize), ApiError> {
+    let bad = || {
+        ApiError::bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        )
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    Ok((
+        value["rv"].as_u64().ok_or_else(bad)?,
+        value["start"].as_u64().ok_or_else(bad)? as usize,
+    ))
+}
+
+fn create(
+    state: &AppState,
+    target: &Target,
+    body: Value,
+    query: &HashMap<String, String>,
+) -> ApiResult {
+    let namespace = target.namespace.clone().unwrap_or_default();
+    if let Some(given) = body.pointer("/metadata/namespace").and_then(Value::as_str) {
+        if target.kind.namespaced && !given.is_empty() && given != namespace {
+            return Err(ApiError::bad_request(format!(
+                "the namespace of the provided object does not match the namespace sent on the request ({given} vs {namespace})"
+            )));
+        }
+    }
+    if let Some(kind) = body.get("kind").and_then(Value::as_str) {
+        if kind != target.kind.kind {
+            return Err(ApiError::bad_request(format!(
+                "the kind of the object ({kind}) does not match the URL ({})",
+                target.kind.kind
+            )));
+        }
+    }
+    let mut store = state.store.lock().expect("store lock");
+    if dry_run(query) {
+        return Ok(json_response(StatusCode::CREATED, &body));
+    }
+    let object = store.create(&target.kind, &namespace, body)?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &served(&target.kind, &object),
+    ))
+}
+
+fn update(
+    state: &AppState,
+    target: &Target,
+    body: Value,
+    query: &HashMap<String, String>,
+) -> ApiResult {
+    let key = key(target);
+    let mut store = state.store.lock().expect("store lock");
+    if dry_run(query) {
+        return ok(&body);
+    }
+    let object = store.update(&target.kind, &key.namespace, &key.name, body, target.status)?;
+    ok(&served(&target.kind, &object))
+}
+
+fn patch(
+    state: &AppState,
+    target: &Target,
+    headers: &HeaderMap,
+    body: Value,
+    query: &HashMap<String, String>,
+) -> ApiResult {
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let key = key(target);
+    let mut store = state.store.lock().expect("store lock");
+    let current = store.get(&key);
+    let Some(current) = current else {
+        if content_type.starts_with("application/apply-patch") && !target.status {
+            // Server-side apply of a new object creates it (documented gap:
+            // no field ownership).
+            let object = store.create(&target.kind, &key.namespace, body)?;
+            return Ok(json_response(
+                StatusCode::CREATED,
+                &served(&target.kind, &object),
+            ));
+        }
+        return Err(ApiError::not_found(
+            &target.kind.group,
+            &target.kind.plural,
+            &key.name,
+        ));
+    };
+    let mut document = (*current).clone();
+    if content_type.starts_with("application/json-patch+json") {
+        let operations: json_patch::Patch = serde_json::from_value(body)
+            .map_err(|e| ApiError::bad_request(format!("the JSON patch is not valid: {e}")))?;
+        json_patch::patch(&mut document, &operations).map_err(|e| {
+            ApiError::new(
+                422,
+                "Invalid",
+                format!("the JSON patch could not be applied: {e}"),
+            )
+        })?;
+    } else if content_type.starts_with("application/merge-patch+json")
+        || content_type.starts_with("application/strategic-merge-patch+json")
+        || content_type.starts_with("application/apply-patch")
+    {
+        if !body.is_object() {
+            return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+        }
+        json_patch::merge(&mut document, &body);
+    } else {
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type:?})"
+            ),
+        ));
+    }
+    if dry_run(query) {
+        return ok(&document);
+    }
+    let object = store.update(
+        &target.kind,
+        &key.namespace,
+        &key.name,
+        document,
+        target.status,
+    )?;
+    ok(&served(&target.kind, &object))
+}
+
+fn propagation(body: &Value, query: &HashMap<String, String>) -> Result<Propagation, ApiError> {
+    let policy = body
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| query.get("propagationPolicy").cloned())
+        .or_else(
+            || match body.get("orphanDependents").and_then(Value::as_bool) {
+                Some(true) => Some("Orphan".into()),
+                _ => None,
+            },
+        );
+    match policy.as_deref() {
+        None | Some("Background") => Ok(Propagation::Background),
+        Some("Foreground") => Ok(Propagation::Foreground),
+        Some("Orphan") => Ok(Propagation::Orphan),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "propagationPolicy {other:?} is not one of Background, Foreground, Orphan"
+        ))),
+    }
+}
+
+fn delete(
+    state: &AppState,
+    target: &Target,
+    body: Value,
+    query: &HashMap<String, String>,
+) -> ApiResult {
+    let key = key(target);
+    let propagation = propagation(&body, query)?;
+    let uid = body.pointer("/preconditions/uid").and_then(Value::as_str);
+    let rv = body
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str);
+    let mut store = state.store.lock().expect("store lock");
+    if dry_run(query) {
+        let object = store.get(&key).ok_or_else(|| {
+            ApiError::not_found(&target.kind.group, &target.kind.plural, &key.name)
+        })?;
+        return ok(&object);
+    }
+    let (object, gone) = store.delete(
+        &target.kind,
+        &key.namespace,
+        &key.name,
+        propagation,
+        uid,
+        rv,
+    )?;
+    let code = if gone {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok(json_response(code, &served(&target.kind, &object)))
+}
+
+fn delete_collection(
+    state: &AppState,
+    target: &Target,
+    body: Value,
+    query: &HashMap<String, String>,
+) -> ApiResult {
+    let filter = filter_from(query)?;
+    let propagation = propagation(&body, query)?;
+    let mut store = state.store.lock().expect("store lock");
+    let doomed = store.list(&target.kind, target.namespace.as_deref(), &filter);
+    let mut items = Vec::new();
+    for (key, _) in doomed {
+        if let Ok((object, _)) = store.delete(
+            &target.kind,
+            &key.namespace,
+            &key.name,
+            propagation,
+            None,
+            None,
+        ) {
+            items.push(served(&target.kind, &object));
+        }
+    }
+    let rv = store.resource_version();
+    ok(
+        &json!({"kind": format!("{}List", target.kind.kind), "apiVersion": target.kind.api_version(),
+        "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+    )
+}
+
+/// One watch event line.
+fn event_line(kind: &str, object: &Value) -> Bytes {
+    let mut line = json!({"type": kind, "object": object}).to_string();
+    line.push('\n');
+    Bytes::from(line)
+}
+
+fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> ApiResult {
+    let filter = filter_from(query)?;
+    let bookmarks = query
+        .get("allowWatchBookmarks")
+        .is_some_and(|b| b == "true");
+    let initial_events = query.get("sendInitialEvents").is_some_and(|b| b == "true");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let from: Option<u64> = match query.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => None,
+        Some(text) => Some(
+            text.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {text}")))?,
+        ),
+    };
+    let kind = target.kind.clone();
+    let namespace = if kind.namespaced {
+        target.namespace.clone()
+    } else {
+        None
+    };
+
+    let (mut subscription, mut backlog, mut last_rv) = {
+        let store = state.store.lock().expect("store lock");
+        let subscription = store.events.subscribe();
+        let now = store.resource_version();
+        match from {
+            None => {
+                let items = store.list(&kind, namespace.as_deref(), &filter);
+                let lines: Vec<Bytes> = items
+                    .iter()
+                    .map(|(_, o)| event_line("ADDED", &served(&kind, o)))
+                    .collect();
+                (subscription, lines, now)
+            }
+            Some(rv) => match store.changes_since(rv) {
+                None => {
+                    let error = ApiError::gone(format!(
+                        "too old resource version: {rv} ({})",
+                        store.oldest_rv()
+                    ));
+                    let line = event_line("ERROR", &error.status());
+                    return Ok(stream_response(futures::stream::iter(vec![Ok::<
+                        _,
+                        Infallible,
+                    >(
+                        line
+                    )])));
+                }
+                Some(changes) => {
+                    let lines = changes
+                        .iter()
+                        .filter_map(|c| translate(c, &kind, namespace.as_deref(), &filter))
+                        .collect();
+                    (subscription, lines, now.max(rv))
+                }
+            },
+        }
+    };
+    if initial_events && bookmarks && from.is_none() {
+        backlog.push(event_line("BOOKMARK", &json!({"kind": kind.kind, "apiVersion": kind.api_version(),
+            "metadata": {"resourceVersion": last_rv.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}}})));
+    }
+    let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(64);
+    let mut drop_signal = state.faults.drop_watches.subscribe();
+    tokio::spawn(async move {
+        for line in backlog {
+            if tx.send(Ok(line)).await.is_err() {
+                return;
+            }
+        }
+        let deadline =
+            tokio::time::sleep(timeout.unwrap_or(Duration::from_secs(60 * 60 * 24 * 365)));
+        tokio::pin!(deadline);
+        let mut ticker = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = drop_signal.changed() => return,
+                _ = ticker.tick(), if bookmarks => {
+                    let line = event_line("BOOKMARK", &json!({"kind": kind.kind, "apiVersion": kind.api_version(),
+                        "metadata": {"resourceVersion": last_rv.to_string()}}));
+                    if tx.send(Ok(line)).await.is_err() {
+                        return;
+                    }
+                }
+                change = subscription.recv() => {
+                    let change = match change {
+                        Ok(change) => change,
+                        Err(_) => return, // lagged or closed: the client re-watches
+                    };
+                    if change.rv <= last_rv {
+                        continue;
+                    }
+                    last_rv = change.rv;
+                    if let Some(line) = translate(&change, &kind, namespace.as_deref(), &filter) {
+                        if tx.send(Ok(line)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    });
+    Ok(stream_response(rx))
+}
+
+fn stream_response<S>(stream: S) -> Response
+where
+    S: futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+{
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/json")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// A change as this watcher sees it, honouring selector transitions.
+fn translate(
+    change: &crate::store::Change,
+    kind: &Kind,
+    namespace: Option<&str>,
+    filter: &Filter,
+) -> Option<Bytes> {
+    if change.key.group != kind.group || change.key.plural != kind.plural {
+        return None;
+    }
+    if namespace.is_some_and(|ns| change.key.namespace != ns) {
+        return None;
+    }
+    let now = filter.matches(&change.object);
+    let before = change.old.as_ref().is_some_and(|old| filter.matches(old));
+    let object = served(kind, &change.object);
+    match change.change {
+        ChangeType::Added if now => Some(event_line("ADDED", &object)),
+        ChangeType::Modified if now && before => Some(event_line("MODIFIED", &object)),
+        ChangeType::Modified if now => Some(event_line("ADDED", &object)),
+        ChangeType::Modified if before => Some(event_line("DELETED", &object)),
+        ChangeType::Deleted if now || before => Some(event_line("DELETED", &object)),
+        _ => None,
+    }
+}
+
+async fn admin_request(state: &AppState, path: &str, request: Request) -> Response {
+    let method = request.method().clone();
+    let body = match body_json(request).await {
+        Ok((_, body)) => body,
+        Err(error) => return error.into_response(),
+    };
+    match (method, path) {
+        (Method::POST, "faults") => {
+            let rate = body.get("errorRate").and_then(Value::as_f64).unwrap_or(0.0);
+            let code = body.get("errorCode").and_then(Value::as_u64).unwrap_or(500) as u16;
+            state.faults.set_error_rate(rate, code);
+            state.faults.set_latency(Duration::from_millis(
+                body.get("latencyMs").and_then(Value::as_u64).unwrap_or(0),
+            ));
+            json_response(
+                StatusCode::OK,
+                &json!({"errorRate": rate, "errorCode": code}),
+            )
+        }
+        (Method::POST, "drop-watches") => {
+            state.faults.drop_watches();
+            json_response(StatusCode::OK, &json!({"dropped": true}))
+        }
+        (Method::POST, "expire-history") => {
+            state.faults.expire_history();
+            json_response(StatusCode::OK, &json!({"expired": true}))
+        }
+        (Method::GET, "stats") => {
+            let store = state.store.lock().expect("store lock");
+            json_response(
+                StatusCode::OK,
+                &json!({"resourceVersion": store.resource_version(), "oldestResourceVersion": store.oldest_rv()}),
+            )
+        }
+        _ => ApiError::new(404, "NotFound", format!("no admin endpoint /_sim/{path}"))
+            .into_response(),
+    }
+}

@@ -1,0 +1,223 @@
+//! The kinds the server serves: built-ins the product touches, plus every
+//! custom resource as soon as its CustomResourceDefinition is stored.
+
+use serde_json::{Value, json};
+
+/// One served resource type (one version of it).
+#[derive(Debug, Clone)]
+pub struct Kind {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    /// Writes to the main resource ignore status; `/status` writes only status.
+    pub status_subresource: bool,
+    /// A custom resource: `generation` tracks spec changes; schema applies.
+    pub custom: bool,
+    /// The version's `openAPIV3Schema`, for validation and pruning.
+    pub schema: Option<Value>,
+    pub printer_columns: Vec<Value>,
+}
+
+impl Kind {
+    fn builtin(
+        group: &str,
+        version: &str,
+        kind: &str,
+        plural: &str,
+        namespaced: bool,
+        short: &[&str],
+    ) -> Self {
+        Self {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            singular: kind.to_ascii_lowercase(),
+            namespaced,
+            short_names: short.iter().map(|s| s.to_string()).collect(),
+            categories: Vec::new(),
+            status_subresource: false,
+            custom: false,
+            schema: None,
+            printer_columns: Vec::new(),
+        }
+    }
+
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The `APIResource` entries discovery lists for this kind.
+    pub fn api_resources(&self) -> Vec<Value> {
+        let verbs = json!([
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch"
+        ]);
+        let mut main = json!({
+            "name": self.plural,
+            "singularName": self.singular,
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": verbs,
+        });
+        if !self.short_names.is_empty() {
+            main["shortNames"] = json!(self.short_names);
+        }
+        if !self.categories.is_empty() {
+            main["categories"] = json!(self.categories);
+        }
+        let mut out = vec![main];
+        if self.status_subresource {
+            out.push(json!({
+                "name": format!("{}/status", self.plural),
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "kind": self.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        out
+    }
+}
+
+/// The built-in kinds.
+pub fn builtins() -> Vec<Kind> {
+    let mut namespace = Kind::builtin("", "v1", "Namespace", "namespaces", false, &["ns"]);
+    namespace.status_subresource = true;
+    vec![
+        namespace,
+        Kind::builtin("", "v1", "ConfigMap", "configmaps", true, &["cm"]),
+        Kind::builtin("", "v1", "Secret", "secrets", true, &[]),
+        Kind::builtin("", "v1", "Event", "events", true, &["ev"]),
+        Kind::builtin("events.k8s.io", "v1", "Event", "events", true, &["ev"]),
+        Kind::builtin("coordination.k8s.io", "v1", "Lease", "leases", true, &[]),
+        {
+            let mut crd = Kind::builtin(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+                "customresourcedefinitions",
+                false,
+                &["crd", "crds"],
+            );
+            crd.status_subresource = true;
+            crd
+        },
+    ]
+}
+
+/// The kinds a stored CRD defines (one per served version), or why it is invalid.
+pub fn from_crd(crd: &Value) -> Result<Vec<Kind>, Vec<(String, String)>> {
+    let mut problems = Vec::new();
+    let spec = crd.get("spec").cloned().unwrap_or(Value::Null);
+    let text = |pointer: &str| {
+        spec.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let group = text("/group");
+    let plural = text("/names/plural");
+    let kind = text("/names/kind");
+    if group.is_empty() {
+        problems.push(("spec.group".into(), "Required value".into()));
+    }
+    if plural.is_empty() {
+        problems.push(("spec.names.plural".into(), "Required value".into()));
+    }
+    if kind.is_empty() {
+        problems.push(("spec.names.kind".into(), "Required value".into()));
+    }
+    let name = crd
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
+        problems.push((
+            "metadata.name".into(),
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    let scope = text("/scope");
+    if scope != "Namespaced" && scope != "Cluster" {
+        problems.push((
+            "spec.scope".into(),
+            format!(
+                "Unsupported value: \"{scope}\": supported values: \"Cluster\", \"Namespaced\""
+            ),
+        ));
+    }
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if versions.is_empty() {
+        problems.push((
+            "spec.versions".into(),
+            "Invalid value: must have exactly one version marked as storage version".into(),
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let strings = |pointer: &str| -> Vec<String> {
+        spec.pointer(pointer)
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let singular = {
+        let s = text("/names/singular");
+        if s.is_empty() {
+            kind.to_ascii_lowercase()
+        } else {
+            s
+        }
+    };
+    Ok(versions
+        .iter()
+        .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
+        .map(|v| Kind {
+            group: group.clone(),
+            version: v
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("v1")
+                .to_string(),
+            kind: kind.clone(),
+            plural: plural.clone(),
+            singular: singular.clone(),
+            namespaced: scope == "Namespaced",
+            short_names: strings("/names/shortNames"),
+            categories: strings("/names/categories"),
+            status_subresource: v.pointer("/subresources/status").is_some(),
+            custom: true,
+            schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+            printer_columns: v
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        })
+        .collect())
+}

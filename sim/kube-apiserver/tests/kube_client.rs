@@ -1,0 +1,402 @@
+//! Conformance against the real kube-rs client: CRUD, the status
+//! subresource, generation, finalizers, owner GC, optimistic concurrency,
+//! paging, selectors, and a watcher that survives dropped watches and 410s.
+
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use radwasm_sim_apiserver::{ApiServer, ApiServerConfig, start};
+use serde_json::json;
+
+async fn server() -> (ApiServer, Client) {
+    let server = start(ApiServerConfig::default()).await.expect("start");
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml()).expect("yaml");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    (server, Client::try_from(config).expect("client"))
+}
+
+fn widget_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["size"], "properties": {
+                        "size": {"type": "integer"}, "color": {"type": "string"}}},
+                    "status": {"type": "object", "properties": {"phase": {"type": "string"}}}
+                }}}
+            }]
+        }
+    }))
+    .expect("crd")
+}
+
+async fn widgets(client: &Client) -> Api<DynamicObject> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &widget_crd())
+        .await
+        .expect("create crd");
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
+    Api::namespaced_with(client.clone(), "default", &resource)
+}
+
+fn widget(name: &str, size: i64) -> DynamicObject {
+    serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": name}, "spec": {"size": size}}))
+    .expect("widget")
+}
+
+#[tokio::test]
+async fn configmaps_round_trip_with_resource_versions_and_conflicts() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("settings".into());
+    cm.data = Some([("a".to_string(), "1".to_string())].into());
+    let created = api
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    assert!(created.uid().is_some() && created.creation_timestamp().is_some());
+    let duplicate = api
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect_err("duplicate");
+    assert!(
+        matches!(duplicate, kube::Error::Api(ref e) if e.code == 409 && e.reason == "AlreadyExists"),
+        "{duplicate:?}"
+    );
+
+    let mut changed = created.clone();
+    changed.data = Some([("a".to_string(), "2".to_string())].into());
+    let updated = api
+        .replace("settings", &PostParams::default(), &changed)
+        .await
+        .expect("update");
+    assert!(
+        updated.resource_version().unwrap().parse::<u64>().unwrap()
+            > created.resource_version().unwrap().parse::<u64>().unwrap()
+    );
+    // A write based on the stale version is refused.
+    let stale = api
+        .replace("settings", &PostParams::default(), &changed)
+        .await
+        .expect_err("stale");
+    assert!(
+        matches!(stale, kube::Error::Api(ref e) if e.code == 409 && e.reason == "Conflict"),
+        "{stale:?}"
+    );
+
+    api.delete("settings", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let missing = api.get("settings").await.expect_err("gone");
+    assert!(
+        matches!(missing, kube::Error::Api(ref e) if e.code == 404),
+        "{missing:?}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn custom_resources_have_status_generation_validation_and_pruning() {
+    let (server, client) = server().await;
+    let api = widgets(&client).await;
+    let mut object = widget("w1", 3);
+    object.data["spec"]["unknown"] = json!("pruned");
+    object.data["status"] = json!({"phase": "ignored on create"});
+    let created = api
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("create");
+    assert_eq!(created.metadata.generation, Some(1));
+    assert!(
+        created.data["spec"].get("unknown").is_none(),
+        "unknown fields are pruned"
+    );
+    assert!(
+        created.data.get("status").is_none(),
+        "status is ignored on create"
+    );
+
+    let invalid = api
+        .create(&PostParams::default(), &widget("w2", 1))
+        .await
+        .map(|_| ());
+    assert!(invalid.is_ok());
+    let mut bad = widget("w3", 1);
+    bad.data["spec"] = json!({"size": "big"});
+    let error = api
+        .create(&PostParams::default(), &bad)
+        .await
+        .expect_err("invalid");
+    assert!(
+        matches!(error, kube::Error::Api(ref e) if e.code == 422 && e.message.contains("spec.size")),
+        "{error:?}"
+    );
+
+    // Status writes change only status and not generation.
+    let status = api
+        .patch_status(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Ready"}, "spec": {"size": 99}})),
+        )
+        .await
+        .expect("status");
+    assert_eq!(status.data["status"]["phase"], "Ready");
+    assert_eq!(status.data["spec"]["size"], 3);
+    assert_eq!(status.metadata.generation, Some(1));
+    // Main-resource writes ignore status; spec changes move generation.
+    let spec = api
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 4}, "status": {"phase": "Hacked"}})),
+        )
+        .await
+        .expect("spec");
+    assert_eq!(spec.metadata.generation, Some(2));
+    assert_eq!(spec.data["status"]["phase"], "Ready");
+    let labels = api
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .expect("labels");
+    assert_eq!(
+        labels.metadata.generation,
+        Some(2),
+        "metadata changes do not move generation"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_and_owners_collect_dependents() {
+    let (server, client) = server().await;
+    let api = widgets(&client).await;
+    let mut owner = widget("owner", 1);
+    owner.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    let owner = api
+        .create(&PostParams::default(), &owner)
+        .await
+        .expect("owner");
+    let mut child = widget("child", 1);
+    child.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "example.com/v1".into(),
+            kind: "Widget".into(),
+            name: "owner".into(),
+            uid: owner.uid().expect("uid"),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+    ]);
+    api.create(&PostParams::default(), &child)
+        .await
+        .expect("child");
+
+    api.delete("owner", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let marked = api.get("owner").await.expect("still there");
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert!(
+        api.get("child").await.is_ok(),
+        "the owner still exists, so its dependent stays"
+    );
+    let adding = api
+        .patch(
+            "owner",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold", "x/new"]}})),
+        )
+        .await
+        .expect_err("no new finalizers while deleting");
+    assert!(
+        matches!(adding, kube::Error::Api(ref e) if e.code == 422),
+        "{adding:?}"
+    );
+
+    api.patch(
+        "owner",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release");
+    assert!(api.get_opt("owner").await.expect("get").is_none());
+    assert!(
+        api.get_opt("child").await.expect("get").is_none(),
+        "background GC removed the dependent"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn lists_page_consistently_and_filter_by_label_and_field() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    for i in 0..25 {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(format!("cm-{i:02}"));
+        cm.metadata.labels = Some(
+            [(
+                "parity".to_string(),
+                if i % 2 == 0 { "even" } else { "odd" }.to_string(),
+            )]
+            .into(),
+        );
+        api.create(&PostParams::default(), &cm)
+            .await
+            .expect("create");
+    }
+    let first = api
+        .list(&ListParams::default().limit(10))
+        .await
+        .expect("page 1");
+    assert_eq!(first.items.len(), 10);
+    let token = first.metadata.continue_.clone().expect("continue");
+    // A change between pages does not show up in the paged snapshot.
+    api.delete("cm-24", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let mut names: Vec<String> = first.items.iter().map(|c| c.name_any()).collect();
+    let mut next = Some(token);
+    while let Some(token) = next {
+        let page = api
+            .list(&ListParams::default().limit(10).continue_token(&token))
+            .await
+            .expect("page");
+        names.extend(page.items.iter().map(|c| c.name_any()));
+        next = page.metadata.continue_.clone();
+    }
+    assert_eq!(names.len(), 25);
+    assert!(names.contains(&"cm-24".to_string()));
+
+    let even = api
+        .list(&ListParams::default().labels("parity=even"))
+        .await
+        .expect("labels");
+    assert_eq!(even.items.len(), 12, "cm-24 is gone now");
+    let one = api
+        .list(&ListParams::default().fields("metadata.name=cm-03"))
+        .await
+        .expect("fields");
+    assert_eq!(one.items.len(), 1);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn many_writers_to_one_object_get_exactly_one_winner() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("contended".into());
+    let base = api
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let api = api.clone();
+        let mut mine = base.clone();
+        mine.data = Some([("writer".to_string(), i.to_string())].into());
+        tasks.push(tokio::spawn(async move {
+            api.replace("contended", &PostParams::default(), &mine)
+                .await
+                .is_ok()
+        }));
+    }
+    let mut winners = 0;
+    for task in tasks {
+        if task.await.expect("join") {
+            winners += 1;
+        }
+    }
+    assert_eq!(winners, 1);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_watcher_survives_dropped_watches_and_expired_history() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let faults = server.faults();
+    let stream = watcher(api.clone(), watcher::Config::default()).default_backoff();
+    let store = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let seen = store.clone();
+    let follower = tokio::spawn(async move {
+        let mut events = stream.boxed();
+        while let Ok(Some(event)) = events.try_next().await {
+            let mut names = seen.lock().expect("lock");
+            match event {
+                watcher::Event::Apply(cm) | watcher::Event::InitApply(cm) => {
+                    names.insert(cm.name_any());
+                }
+                watcher::Event::Delete(cm) => {
+                    names.remove(&cm.name_any());
+                }
+                watcher::Event::Init => names.clear(),
+                watcher::Event::InitDone => {}
+            }
+        }
+    });
+    let make = |name: &str| {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm
+    };
+    api.create(&PostParams::default(), &make("a"))
+        .await
+        .expect("a");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    faults.drop_watches();
+    api.create(&PostParams::default(), &make("b"))
+        .await
+        .expect("b");
+    faults.expire_history();
+    faults.drop_watches();
+    api.create(&PostParams::default(), &make("c"))
+        .await
+        .expect("c");
+    api.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete a");
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let names: Vec<String> = store.lock().expect("lock").iter().cloned().collect();
+        if names == ["b", "c"] {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "watcher state {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    follower.abort();
+    server.shutdown().await;
+}
