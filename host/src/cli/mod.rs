@@ -7,8 +7,10 @@ use clap::{Parser, Subcommand};
 
 use crate::telemetry::LogFormat;
 
+pub mod dev;
 pub mod policy;
 pub mod run;
+pub mod sim;
 
 /// Kubernetes controller host for Radius DeploymentTemplates, with the
 /// reconcile policy in sandboxed WebAssembly components.
@@ -27,8 +29,15 @@ pub enum Command {
     /// Check, run, test and benchmark a policy guest on its own, from files.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// The local sandbox: embedded API server, Radius simulator and the
+    /// controllers; applies manifests (an example app by default) and
+    /// reports until every template is Ready.
+    Dev(dev::DevArgs),
     /// Run the controllers against a cluster (kubeconfig or in-cluster).
     Run(run::RunArgs),
+    /// Run a local stand-in (Kubernetes API server, Radius) on its own.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
     /// Print the CustomResourceDefinitions (YAML) generated from the Rust types.
     Crds,
 }
@@ -37,7 +46,9 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Policy(command) => policy::run(command),
+        Command::Dev(args) => dev::run(args),
         Command::Run(args) => run::run(args),
+        Command::Sim(command) => sim::run(command),
         Command::Crds => {
             print!("{}", crate::crd::crd_yaml()?);
             Ok(ExitCode::SUCCESS)

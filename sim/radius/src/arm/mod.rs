@@ -1,0 +1,115 @@
+//! Evaluation of Bicep-compiled ARM templates, far enough to know which
+//! resources a deployment creates, with which ids, bodies and order.
+//!
+//! Both template shapes Bicep emits are understood: `languageVersion` 2.x
+//! with a map of symbolic names to resources (Radius resources carry
+//! `import`/`extension` and keep their `name` inside `properties`), and the
+//! older array of resources. See `docs/radius-simulator.md` for the subset.
+
+mod evaluator;
+pub mod expr;
+mod functions;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use crate::error::ArmError;
+pub(crate) use functions::type_name as expr_type_name;
+
+/// One resource of an evaluated template.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvaluatedResource {
+    /// The symbolic name (`env`, or `env[2]` for a copy); for templates with
+    /// a resource array, the resource's name.
+    pub symbolic_name: String,
+    /// `{scope}/providers/{Namespace}/{type}/{name}`.
+    pub id: String,
+    pub name: String,
+    /// The type without the API version (`Applications.Core/environments`).
+    pub resource_type: String,
+    pub api_version: Option<String>,
+    /// Declared `existing`: referenced, never deployed, not an output resource.
+    pub existing: bool,
+    /// The evaluated body sent to the resource provider
+    /// (`{"name", "location", "properties": {...}}`).
+    pub body: Value,
+    /// Ids of the resources this one waits for (`dependsOn` and references).
+    pub depends_on: Vec<String>,
+}
+
+impl EvaluatedResource {
+    /// The evaluated `properties` object (an empty object if none).
+    pub fn properties(&self) -> Value {
+        self.body
+            .get("properties")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Map::new()))
+    }
+}
+
+/// Everything a deployment of a template produces.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evaluation {
+    /// All resources that are not switched off by `condition`, in an order
+    /// that honours every dependency. `existing` ones are included, flagged.
+    pub resources: Vec<EvaluatedResource>,
+    /// `outputs` as ARM reports them: `{"name": {"type", "value"}}`.
+    pub outputs: Map<String, Value>,
+}
+
+impl Evaluation {
+    /// Ids of the resources the deployment creates or updates, in order: what
+    /// Radius lists as `properties.outputResources`.
+    pub fn output_resource_ids(&self) -> Vec<String> {
+        self.resources
+            .iter()
+            .filter(|r| !r.existing)
+            .map(|r| r.id.clone())
+            .collect()
+    }
+}
+
+/// Looks up the current body of a resource (for `existing` resources).
+pub type ExistingLookup<'a> = &'a dyn Fn(&str) -> Option<Value>;
+
+/// Inputs of one evaluation.
+pub struct EvaluationRequest<'a> {
+    /// Where resources are created: `/planes/radius/local/resourceGroups/rg`.
+    pub scope: &'a str,
+    pub template: &'a Value,
+    /// The ARM parameters object: `{"name": {"value": ...}}`.
+    pub parameters: &'a Value,
+    /// What `deployment().name` answers.
+    pub deployment_name: &'a str,
+    /// Current bodies for `reference()` on `existing` resources; without it
+    /// the declared body stands in.
+    pub existing: Option<ExistingLookup<'a>>,
+}
+
+/// Evaluate a template: resources, their ids and order, and outputs.
+pub fn evaluate(request: &EvaluationRequest<'_>) -> Result<Evaluation, ArmError> {
+    evaluator::Evaluator::run(request)
+}
+
+/// Evaluate a template in `scope` with ARM `parameters` (pure: nothing is
+/// looked up). Returns every resource not switched off by a `condition`, in
+/// dependency order; `existing` resources are included with
+/// [`EvaluatedResource::existing`] set.
+pub fn evaluate_template(
+    scope: &str,
+    template: &Value,
+    parameters: &Value,
+) -> Result<Vec<EvaluatedResource>, ArmError> {
+    evaluate(&EvaluationRequest {
+        scope,
+        template,
+        parameters,
+        deployment_name: "deployment",
+        existing: None,
+    })
+    .map(|evaluation| evaluation.resources)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,317 @@
+//! Starting the stand-ins and the controller process, and waiting on what
+//! the controller does. Every server binds 127.0.0.1 and stops with the test.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, CustomResourceExt};
+use radwasm::crd::{
+    DeploymentResource, DeploymentTemplate, DeploymentTemplateSpec, ProviderConfig, ProviderEntry,
+    ProviderValue,
+};
+
+pub const SCOPE: &str = "/planes/radius/local/resourceGroups/default";
+pub const NS: &str = "default";
+
+/// A whole system: API server, Radius, and (while running) the controller.
+pub struct System {
+    pub apiserver: Option<radwasm_sim_apiserver::ApiServer>,
+    pub radius: Option<radwasm_sim_radius::RadiusSim>,
+    pub client: Client,
+    pub dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+    controller: Option<Child>,
+    extra_args: Vec<String>,
+}
+
+impl System {
+    /// Start both stand-ins, install the CRDs, start the controller.
+    pub async fn start(extra_args: &[&str]) -> System {
+        Self::start_with(extra_args, Duration::from_millis(300)).await
+    }
+
+    pub async fn start_with(extra_args: &[&str], deploy_time: Duration) -> System {
+        let apiserver =
+            radwasm_sim_apiserver::start(radwasm_sim_apiserver::ApiServerConfig::default())
+                .await
+                .expect("start the API server");
+        let radius = radwasm_sim_radius::start(radwasm_sim_radius::SimConfig {
+            deploy_duration: deploy_time,
+            delete_duration: Duration::from_millis(100),
+            retry_after_secs: 0,
+            ..Default::default()
+        })
+        .await
+        .expect("start the Radius simulator");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        apiserver.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::from_yaml(&apiserver.kubeconfig_yaml())
+                .expect("kubeconfig yaml"),
+            &Default::default(),
+        )
+        .await
+        .expect("kube config");
+        let client = Client::try_from(config).expect("client");
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in [DeploymentTemplate::crd(), DeploymentResource::crd()] {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .expect("install CRD");
+        }
+        let mut system = System {
+            apiserver: Some(apiserver),
+            radius: Some(radius),
+            client,
+            dir,
+            kubeconfig,
+            controller: None,
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        system.start_controller();
+        system
+    }
+
+    pub fn radius(&self) -> &radwasm_sim_radius::RadiusSim {
+        self.radius.as_ref().expect("radius running")
+    }
+
+    /// Start `radwasm run` against the stand-ins.
+    pub fn start_controller(&mut self) {
+        let log = std::fs::File::create(
+            self.dir.path().join(format!(
+                "controller-{}.log",
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0)
+            )),
+        )
+        .expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_radwasm"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--radius-url")
+            .arg(self.radius().base_url())
+            .arg("--metrics-address")
+            .arg("127.0.0.1:0")
+            .args(&self.extra_args)
+            .env("RUST_LOG", "radwasm=debug,info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start radwasm run");
+        self.controller = Some(child);
+    }
+
+    /// SIGKILL the controller (no graceful shutdown).
+    pub fn kill_controller(&mut self) {
+        if let Some(mut child) = self.controller.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stop the controller with SIGTERM and wait for a clean exit.
+    pub fn stop_controller(&mut self) -> std::process::ExitStatus {
+        let mut child = self.controller.take().expect("controller running");
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status;
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                panic!("controller did not stop within 20 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The controller's log so far (for assertion messages).
+    pub fn logs(&self) -> String {
+        let mut text = String::new();
+        if let Ok(entries) = std::fs::read_dir(self.dir.path()) {
+            let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for path in paths
+                .iter()
+                .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            {
+                text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+            }
+        }
+        let keep = text.len().saturating_sub(6000);
+        text[text
+            .char_indices()
+            .find(|(i, _)| *i >= keep)
+            .map(|(i, _)| i)
+            .unwrap_or(0)..]
+            .to_string()
+    }
+
+    pub fn templates(&self) -> Api<DeploymentTemplate> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub fn resources(&self) -> Api<DeploymentResource> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub async fn create(&self, template: &DeploymentTemplate) {
+        self.templates()
+            .create(&PostParams::default(), template)
+            .await
+            .expect("create template");
+    }
+
+    /// Wait until `check` holds for the template, or fail with the state and logs.
+    pub async fn wait_template(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(Option<&DeploymentTemplate>) -> bool,
+    ) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let current = self.templates().get_opt(name).await.expect("get template");
+            if check(current.as_ref()) {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "template {name}: timed out waiting for {what}; last state: {}\n--- controller log ---\n{}",
+                    serde_json::to_string_pretty(&current.map(|t| t.status)).unwrap_or_default(),
+                    self.logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn wait_phase(&self, name: &str, phase: &str) -> DeploymentTemplate {
+        self.wait_template(name, &format!("phase {phase}"), |t| {
+            t.and_then(|t| t.status.as_ref())
+                .and_then(|s| s.phrase.as_deref())
+                == Some(phase)
+                && t.is_some_and(|t| {
+                    t.metadata.generation == t.status.as_ref().and_then(|s| s.observed_generation)
+                })
+        })
+        .await;
+        self.templates().get(name).await.expect("template")
+    }
+
+    pub async fn wait_gone(&self, name: &str) {
+        self.wait_template(name, "deletion", |t| t.is_none()).await;
+    }
+
+    /// DeploymentResources owned by the template named `owner`.
+    pub async fn owned(&self, owner: &str) -> Vec<DeploymentResource> {
+        let list = self
+            .resources()
+            .list(&ListParams::default())
+            .await
+            .expect("list resources");
+        list.items
+            .into_iter()
+            .filter(|r| {
+                r.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.name == owner && o.controller == Some(true))
+            })
+            .collect()
+    }
+
+    /// Events recorded about `name`.
+    pub async fn events_for(&self, name: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let core: Api<Event> = Api::namespaced(self.client.clone(), NS);
+        if let Ok(list) = core.list(&ListParams::default()).await {
+            for event in list.items {
+                if event.involved_object.name.as_deref() == Some(name) {
+                    out.push(format!(
+                        "{} {}",
+                        event.reason.unwrap_or_default(),
+                        event.message.unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        let modern: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), NS);
+        if let Ok(list) = modern.list(&ListParams::default()).await {
+            for event in list.items {
+                if event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name) {
+                    out.push(format!(
+                        "{} {}",
+                        event.reason.unwrap_or_default(),
+                        event.note.unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    pub async fn shutdown(mut self) {
+        self.kill_controller();
+        if let Some(radius) = self.radius.take() {
+            radius.shutdown().await;
+        }
+        if let Some(apiserver) = self.apiserver.take() {
+            apiserver.shutdown().await;
+        }
+    }
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        self.kill_controller();
+    }
+}
+
+/// A fixture template's JSON text.
+pub fn fixture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/arm-templates")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn template(name: &str, template: &str, parameters: &str) -> DeploymentTemplate {
+    let mut object = DeploymentTemplate::new(
+        name,
+        DeploymentTemplateSpec {
+            template: template.to_string(),
+            parameters: parameters.to_string(),
+            provider_config: Some(ProviderConfig {
+                radius: Some(ProviderEntry {
+                    kind: "Radius".into(),
+                    value: ProviderValue {
+                        scope: SCOPE.into(),
+                    },
+                }),
+                ..Default::default()
+            }),
+        },
+    );
+    object.metadata.namespace = Some(NS.to_string());
+    object
+}
+
+pub fn id(kind: &str, name: &str) -> String {
+    format!("{SCOPE}/providers/Applications.Core/{kind}/{name}")
+}
