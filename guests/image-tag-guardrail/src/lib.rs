@@ -8,8 +8,8 @@
 
 use radwasm_policy_core::plan::{DesiredTemplateStatus, TemplatePlanner, ready_condition};
 use radwasm_policy_sdk::model::{
-    ConditionStatus, Description, EventType, PolicyError, TEMPLATE_FINALIZER, TemplateAction, TemplateObservation,
-    TemplatePhase, TemplatePlan,
+    ConditionStatus, Description, EventType, PolicyError, TEMPLATE_FINALIZER, TemplateAction,
+    TemplateObservation, TemplatePhase, TemplatePlan,
 };
 use radwasm_policy_sdk::{Level, Policy, log};
 use serde_json::Value;
@@ -21,9 +21,10 @@ impl Policy for ImageTagGuardrail {
         let mut description = radwasm_policy_core::describe();
         description.name = "image-tag-guardrail".to_string();
         description.version = env!("CARGO_PKG_VERSION").to_string();
-        description.summary = "The default policy, plus: a template whose container images have no tag or use \
+        description.summary =
+            "The default policy, plus: a template whose container images have no tag or use \
                                :latest is marked Failed instead of deployed."
-            .to_string();
+                .to_string();
         description
     }
 
@@ -35,9 +36,17 @@ impl Policy for ImageTagGuardrail {
         if violations.is_empty() {
             return radwasm_policy_core::decide_template(observation);
         }
-        let message = format!("{}; pin a version (guardrail image-tag-guardrail)", violations.join("; "));
+        let message = format!(
+            "{}; pin a version (guardrail image-tag-guardrail)",
+            violations.join("; ")
+        );
         let mut plan = TemplatePlanner::new();
-        if !observation.meta.finalizers.iter().any(|f| f == TEMPLATE_FINALIZER) {
+        if !observation
+            .meta
+            .finalizers
+            .iter()
+            .any(|f| f == TEMPLATE_FINALIZER)
+        {
             plan.push(TemplateAction::AddFinalizer);
         }
         let changed = plan.status(
@@ -46,7 +55,11 @@ impl Policy for ImageTagGuardrail {
                 phase: Some(TemplatePhase::Failed),
                 message: Some(message.clone()),
                 observed_generation: Some(observation.meta.generation),
-                ready: Some(ready_condition(ConditionStatus::False, "UnpinnedImage", &message)),
+                ready: Some(ready_condition(
+                    ConditionStatus::False,
+                    "UnpinnedImage",
+                    &message,
+                )),
                 ..Default::default()
             },
         );
@@ -63,10 +76,15 @@ fn unpinned_images(observation: &TemplateObservation) -> Vec<String> {
         // Not JSON: the default policy reports that precisely.
         return Vec::new();
     };
-    let parameters: Value = serde_json::from_str(&observation.spec.parameters).unwrap_or(Value::Null);
+    let parameters: Value =
+        serde_json::from_str(&observation.spec.parameters).unwrap_or(Value::Null);
     let resources: Vec<(String, &Value)> = match template.get("resources") {
         Some(Value::Object(map)) => map.iter().map(|(name, r)| (name.clone(), r)).collect(),
-        Some(Value::Array(list)) => list.iter().enumerate().map(|(i, r)| (format!("#{i}"), r)).collect(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (format!("#{i}"), r))
+            .collect(),
         _ => Vec::new(),
     };
     let mut violations = Vec::new();
@@ -85,7 +103,10 @@ fn unpinned_images(observation: &TemplateObservation) -> Vec<String> {
             .unwrap_or(&symbol)
             .to_string();
         let Some(image) = resolve(image, &template, &parameters) else {
-            log(Level::Warn, &format!("cannot resolve image expression {image:?} of {name}; not checked"));
+            log(
+                Level::Warn,
+                &format!("cannot resolve image expression {image:?} of {name}; not checked"),
+            );
             continue;
         };
         if let Some(problem) = tag_problem(&image) {
@@ -98,7 +119,10 @@ fn unpinned_images(observation: &TemplateObservation) -> Vec<String> {
 /// A literal image, or `[parameters('x')]` resolved from the spec's
 /// parameters or the template's default; `None` for other expressions.
 fn resolve(image: &str, template: &Value, parameters: &Value) -> Option<String> {
-    let Some(expression) = image.strip_prefix('[').and_then(|rest| rest.strip_suffix(']')) else {
+    let Some(expression) = image
+        .strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+    else {
         return Some(image.to_string());
     };
     if image.starts_with("[[") {

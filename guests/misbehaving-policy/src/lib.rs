@@ -16,8 +16,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use radwasm_policy_sdk::model::{
-    Description, PolicyError, ResourceObservation, ResourcePlan, TemplateAction, TemplateObservation, TemplatePlan,
-    TemplateStatusUpdate,
+    Description, PolicyError, ResourceObservation, ResourcePlan, TemplateAction,
+    TemplateObservation, TemplatePlan, TemplateStatusUpdate,
 };
 use radwasm_policy_sdk::{Level, Policy, log};
 
@@ -41,14 +41,20 @@ impl Policy for Misbehaving {
         Description {
             name: "misbehaving".to_string(),
             version: "0.0.0".to_string(),
-            summary: "Test-only guest that loops, allocates, traps and floods logs on request".to_string(),
+            summary: "Test-only guest that loops, allocates, traps and floods logs on request"
+                .to_string(),
             annotations: Vec::new(),
         }
     }
 
     fn decide_template(observation: &TemplateObservation) -> Result<TemplatePlan, PolicyError> {
         let decisions = DECISIONS.fetch_add(1, Ordering::SeqCst) + 1;
-        match observation.meta.annotations.get(MISBEHAVE).map(String::as_str) {
+        match observation
+            .meta
+            .annotations
+            .get(MISBEHAVE)
+            .map(String::as_str)
+        {
             Some("loop") => {
                 let mut spins: u64 = 0;
                 loop {

@@ -126,10 +126,19 @@ pub fn load_case(path: &Path) -> Result<LoadedCase, CaseError> {
         problem,
     };
     let text = std::fs::read_to_string(path).map_err(|e| error(format!("cannot read: {e}")))?;
-    let case: Case = serde_json::from_str(&text).map_err(|e| error(format!("not a valid case: {e}")))?;
+    let case: Case =
+        serde_json::from_str(&text).map_err(|e| error(format!("not a valid case: {e}")))?;
     match (&case.expect.actions, &case.expect.error) {
-        (Some(_), Some(_)) => return Err(error("expect holds both \"actions\" and \"error\"; give one".into())),
-        (None, None) => return Err(error("expect needs \"actions\" (a plan) or \"error\" (a policy error)".into())),
+        (Some(_), Some(_)) => {
+            return Err(error(
+                "expect holds both \"actions\" and \"error\"; give one".into(),
+            ));
+        }
+        (None, None) => {
+            return Err(error(
+                "expect needs \"actions\" (a plan) or \"error\" (a policy error)".into(),
+            ));
+        }
         _ => {}
     }
     Ok(LoadedCase {
@@ -174,7 +183,9 @@ pub fn check(case: &Case, outcome: &Result<Plan, PolicyError>) -> Result<(), Mis
             plan.len(),
             compact(&actions_of(plan))
         ))),
-        (None, Err(actual)) => Err(Mismatch(format!("expected a plan, got policy error {actual}"))),
+        (None, Err(actual)) => Err(Mismatch(format!(
+            "expected a plan, got policy error {actual}"
+        ))),
         (None, Ok(plan)) => {
             let expected = case.expect.actions.as_deref().unwrap_or_default();
             let actual = actions_of(plan);
@@ -204,7 +215,9 @@ fn compact(values: &[Value]) -> String {
 fn check_exact(expected: &[Value], actual: &[Value]) -> Result<(), Mismatch> {
     for (index, (want, got)) in expected.iter().zip(actual).enumerate() {
         if want != got {
-            return Err(Mismatch(format!("action {index}: expected {want} but got {got}")));
+            return Err(Mismatch(format!(
+                "action {index}: expected {want} but got {got}"
+            )));
         }
     }
     if expected.len() != actual.len() {
@@ -272,12 +285,23 @@ mod tests {
 
     #[test]
     fn exact_match_passes_only_on_the_same_actions() {
-        let outcome = plan(vec![TemplateAction::AddFinalizer, TemplateAction::RequeueAfter(200)]);
-        check(&case(json!({"actions": ["addFinalizer", {"requeueAfter": 200}]})), &outcome).expect("same");
-        let error = check(&case(json!({"actions": ["addFinalizer", {"requeueAfter": 1}]})), &outcome)
-            .expect_err("different value");
+        let outcome = plan(vec![
+            TemplateAction::AddFinalizer,
+            TemplateAction::RequeueAfter(200),
+        ]);
+        check(
+            &case(json!({"actions": ["addFinalizer", {"requeueAfter": 200}]})),
+            &outcome,
+        )
+        .expect("same");
+        let error = check(
+            &case(json!({"actions": ["addFinalizer", {"requeueAfter": 1}]})),
+            &outcome,
+        )
+        .expect_err("different value");
         assert!(error.0.contains("action 1"), "{error}");
-        let error = check(&case(json!({"actions": ["addFinalizer"]})), &outcome).expect_err("extra action");
+        let error =
+            check(&case(json!({"actions": ["addFinalizer"]})), &outcome).expect_err("extra action");
         assert!(error.0.contains("unexpected extra"), "{error}");
     }
 
@@ -288,16 +312,25 @@ mod tests {
             TemplateAction::DeleteResource("a".into()),
             TemplateAction::RequeueAfter(200),
         ]);
-        check(&case(json!({"match": "partial", "actions": ["addFinalizer", {"requeueAfter": 200}]})), &outcome)
-            .expect("gap allowed");
+        check(
+            &case(json!({"match": "partial", "actions": ["addFinalizer", {"requeueAfter": 200}]})),
+            &outcome,
+        )
+        .expect("gap allowed");
         let error = check(
             &case(json!({"match": "partial", "actions": [{"requeueAfter": 200}, "addFinalizer"]})),
             &outcome,
         )
         .expect_err("order matters");
         assert!(error.0.contains("#1"), "{error}");
-        assert!(matches(&json!({"setStatus": {"phase": "Ready"}}), &json!({"setStatus": {"phase": "Ready", "message": "x"}})));
-        assert!(!matches(&json!({"setStatus": {"phase": "Ready"}}), &json!({"setStatus": {"message": "x"}})));
+        assert!(matches(
+            &json!({"setStatus": {"phase": "Ready"}}),
+            &json!({"setStatus": {"phase": "Ready", "message": "x"}})
+        ));
+        assert!(!matches(
+            &json!({"setStatus": {"phase": "Ready"}}),
+            &json!({"setStatus": {"message": "x"}})
+        ));
     }
 
     #[test]
@@ -306,8 +339,11 @@ mod tests {
             code: "Invalid".into(),
             message: "bad spec.template".into(),
         });
-        check(&case(json!({"error": {"code": "Invalid", "messageContains": "spec.template"}})), &outcome)
-            .expect("matches");
+        check(
+            &case(json!({"error": {"code": "Invalid", "messageContains": "spec.template"}})),
+            &outcome,
+        )
+        .expect("matches");
         assert!(check(&case(json!({"error": {"code": "Other"}})), &outcome).is_err());
         assert!(check(&case(json!({"actions": []})), &outcome).is_err());
     }
@@ -320,8 +356,15 @@ mod tests {
         std::fs::write(&file, r#"{"observation": {"deploymentTemplate": {}}, "expect": {"match": "sometimes", "actions": []}}"#)
             .expect("write");
         let error = load_cases(&file).expect_err("bad match mode");
-        assert!(error.to_string().contains("typo.json") && error.to_string().contains("sometimes"), "{error}");
-        std::fs::write(&file, r#"{"observation": {"deploymentTemplate": {}}, "expect": {}}"#).expect("write");
+        assert!(
+            error.to_string().contains("typo.json") && error.to_string().contains("sometimes"),
+            "{error}"
+        );
+        std::fs::write(
+            &file,
+            r#"{"observation": {"deploymentTemplate": {}}, "expect": {}}"#,
+        )
+        .expect("write");
         let error = load_cases(&file).expect_err("no expectation");
         assert!(error.to_string().contains("needs"), "{error}");
         std::fs::remove_dir_all(&dir).ok();

@@ -5,11 +5,16 @@ use std::collections::BTreeMap;
 
 use radwasm_policy_model as model;
 
-use crate::bindings::exports::radapp::policy::{metadata, resource_policy as rp, template_policy as tp};
+use crate::bindings::exports::radapp::policy::{
+    metadata, resource_policy as rp, template_policy as tp,
+};
 use crate::bindings::radapp::policy::types as wit;
 
 fn map(pairs: Vec<wit::KeyValue>) -> BTreeMap<String, String> {
-    pairs.into_iter().map(|pair| (pair.key, pair.value)).collect()
+    pairs
+        .into_iter()
+        .map(|pair| (pair.key, pair.value))
+        .collect()
 }
 
 fn meta(meta: wit::ObjectMeta) -> model::ObjectMeta {
@@ -70,14 +75,18 @@ fn operation(operation: wit::OperationObservation) -> model::OperationObservatio
         },
         subject: operation.subject,
         result: match operation.result {
-            wit::OperationResult::InProgress(retry_after_ms) => model::OperationResult::InProgress { retry_after_ms },
+            wit::OperationResult::InProgress(retry_after_ms) => {
+                model::OperationResult::InProgress { retry_after_ms }
+            }
             wit::OperationResult::Succeeded(output_resources) => {
                 model::OperationResult::Succeeded { output_resources }
             }
-            wit::OperationResult::Failed(error) => model::OperationResult::Failed(model::RadiusError {
-                code: error.code,
-                message: error.message,
-            }),
+            wit::OperationResult::Failed(error) => {
+                model::OperationResult::Failed(model::RadiusError {
+                    code: error.code,
+                    message: error.message,
+                })
+            }
             wit::OperationResult::Canceled => model::OperationResult::Canceled,
             wit::OperationResult::NotFound => model::OperationResult::NotFound,
             wit::OperationResult::PollError(reason) => model::OperationResult::PollError(reason),
@@ -140,7 +149,11 @@ pub fn template_observation(observation: tp::TemplateObservation) -> model::Temp
             observed_generation: status.observed_generation,
             status_hash: status.status_hash,
             output_resources: status.output_resources,
-            conditions: status.conditions.into_iter().map(condition_from_wit).collect(),
+            conditions: status
+                .conditions
+                .into_iter()
+                .map(condition_from_wit)
+                .collect(),
         },
         owned_resources: observation
             .owned_resources
@@ -173,7 +186,12 @@ pub fn resource_observation(observation: rp::ResourceObservation) -> model::Reso
         status: model::ResourceStatus {
             phase: observation.status.phase.map(resource_phase_from_wit),
             message: observation.status.message,
-            conditions: observation.status.conditions.into_iter().map(condition_from_wit).collect(),
+            conditions: observation
+                .status
+                .conditions
+                .into_iter()
+                .map(condition_from_wit)
+                .collect(),
         },
         owner: observation.owner.map(|owner| model::OwnerTemplate {
             name: owner.name,
@@ -195,26 +213,40 @@ pub fn template_plan(plan: model::TemplatePlan) -> tp::TemplatePlan {
         .map(|action| match action {
             model::TemplateAction::AddFinalizer => tp::TemplateAction::AddFinalizer,
             model::TemplateAction::RemoveFinalizer => tp::TemplateAction::RemoveFinalizer,
-            model::TemplateAction::EnsureResourceGroup(scope) => tp::TemplateAction::EnsureResourceGroup(scope),
-            model::TemplateAction::StartDeployment(start) => tp::TemplateAction::StartDeployment(tp::StartDeployment {
-                scope: start.scope,
-                deployment_name: start.deployment_name,
-            }),
-            model::TemplateAction::CreateResource(create) => tp::TemplateAction::CreateResource(tp::CreateResource {
-                name: create.name,
-                radius_id: create.radius_id,
-            }),
+            model::TemplateAction::EnsureResourceGroup(scope) => {
+                tp::TemplateAction::EnsureResourceGroup(scope)
+            }
+            model::TemplateAction::StartDeployment(start) => {
+                tp::TemplateAction::StartDeployment(tp::StartDeployment {
+                    scope: start.scope,
+                    deployment_name: start.deployment_name,
+                })
+            }
+            model::TemplateAction::CreateResource(create) => {
+                tp::TemplateAction::CreateResource(tp::CreateResource {
+                    name: create.name,
+                    radius_id: create.radius_id,
+                })
+            }
             model::TemplateAction::DeleteResource(name) => tp::TemplateAction::DeleteResource(name),
-            model::TemplateAction::SetStatus(update) => tp::TemplateAction::SetStatus(tp::TemplateStatusUpdate {
-                phase: update.phase.map(template_phase_to_wit),
-                message: update.message,
-                observed_generation: update.observed_generation,
-                status_hash: update.status_hash,
-                output_resources: update.output_resources,
-                conditions: update.conditions.into_iter().map(condition_to_wit).collect(),
-                clear_operation: update.clear_operation,
-            }),
-            model::TemplateAction::EmitEvent(event) => tp::TemplateAction::EmitEvent(event_to_wit(event)),
+            model::TemplateAction::SetStatus(update) => {
+                tp::TemplateAction::SetStatus(tp::TemplateStatusUpdate {
+                    phase: update.phase.map(template_phase_to_wit),
+                    message: update.message,
+                    observed_generation: update.observed_generation,
+                    status_hash: update.status_hash,
+                    output_resources: update.output_resources,
+                    conditions: update
+                        .conditions
+                        .into_iter()
+                        .map(condition_to_wit)
+                        .collect(),
+                    clear_operation: update.clear_operation,
+                })
+            }
+            model::TemplateAction::EmitEvent(event) => {
+                tp::TemplateAction::EmitEvent(event_to_wit(event))
+            }
             model::TemplateAction::RequeueAfter(millis) => tp::TemplateAction::RequeueAfter(millis),
         })
         .collect();
@@ -230,13 +262,21 @@ pub fn resource_plan(plan: model::ResourcePlan) -> rp::ResourcePlan {
             model::ResourceAction::AddFinalizer => rp::ResourceAction::AddFinalizer,
             model::ResourceAction::RemoveFinalizer => rp::ResourceAction::RemoveFinalizer,
             model::ResourceAction::StartRadiusDelete => rp::ResourceAction::StartRadiusDelete,
-            model::ResourceAction::SetStatus(update) => rp::ResourceAction::SetStatus(rp::ResourceStatusUpdate {
-                phase: update.phase.map(resource_phase_to_wit),
-                message: update.message,
-                conditions: update.conditions.into_iter().map(condition_to_wit).collect(),
-                clear_operation: update.clear_operation,
-            }),
-            model::ResourceAction::EmitEvent(event) => rp::ResourceAction::EmitEvent(event_to_wit(event)),
+            model::ResourceAction::SetStatus(update) => {
+                rp::ResourceAction::SetStatus(rp::ResourceStatusUpdate {
+                    phase: update.phase.map(resource_phase_to_wit),
+                    message: update.message,
+                    conditions: update
+                        .conditions
+                        .into_iter()
+                        .map(condition_to_wit)
+                        .collect(),
+                    clear_operation: update.clear_operation,
+                })
+            }
+            model::ResourceAction::EmitEvent(event) => {
+                rp::ResourceAction::EmitEvent(event_to_wit(event))
+            }
             model::ResourceAction::RequeueAfter(millis) => rp::ResourceAction::RequeueAfter(millis),
         })
         .collect();

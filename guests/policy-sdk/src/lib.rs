@@ -42,7 +42,9 @@ pub mod bindings {
     });
 }
 
-use model::{Description, PolicyError, ResourceObservation, ResourcePlan, TemplateObservation, TemplatePlan};
+use model::{
+    Description, PolicyError, ResourceObservation, ResourcePlan, TemplateObservation, TemplatePlan,
+};
 
 /// A reconcile policy on model types. Every method defaults to the default
 /// policy.
