@@ -16,9 +16,10 @@ use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::faults::FaultsHandle;
-use crate::kinds::Kind;
+use crate::kinds::{self, Kind};
 use crate::selectors::{Filter, Selector};
 use crate::store::{ChangeType, Key, Propagation, Store};
+use crate::table::{self, IncludeObject};
 
 #[derive(Clone)]
 pub(crate) struct AppState {
@@ -121,7 +122,12 @@ async fn body_json(request: Request) -> Result<(HeaderMap, Value), ApiError> {
 
 /// What a resource path names.
 struct Target {
+    /// The kind as the client addressed it (its shape on the wire).
     kind: Kind,
+    /// The kind its objects are stored as (core/v1 for events.k8s.io Events).
+    storage: Kind,
+    /// `Accept` asked for a `meta.k8s.io/v1` Table.
+    table: Option<IncludeObject>,
     namespace: Option<String>,
     name: Option<String>,
     status: bool,
@@ -141,7 +147,12 @@ async fn route(state: &AppState, request: Request) -> ApiResult {
         ["openapi", "v2"] => ok(
             &json!({"swagger": "2.0", "info": {"title": "radwasm embedded API server", "version": "v1.33.0"}, "paths": {}, "definitions": {}}),
         ),
-        ["openapi", "v3"] => ok(&json!({"paths": {}})),
+        ["openapi", "v3"] => {
+            let store = state.store.lock().expect("store lock");
+            ok(&crate::openapi::root(store.kinds()))
+        }
+        ["openapi", "v3", "api", version] => openapi_group_version(state, "", version),
+        ["openapi", "v3", "apis", group, version] => openapi_group_version(state, group, version),
         ["api"] => ok(&json!({"kind": "APIVersions", "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": state.address}]})),
         ["apis"] => ok(&group_list(state)),
@@ -161,6 +172,26 @@ async fn route(state: &AppState, request: Request) -> ApiResult {
         }
         _ => Err(ApiError::not_found("", "", &path)),
     }
+}
+
+fn openapi_group_version(state: &AppState, group: &str, version: &str) -> ApiResult {
+    let store = state.store.lock().expect("store lock");
+    if !store
+        .kinds()
+        .iter()
+        .any(|k| k.group == group && k.version == version)
+    {
+        return Err(ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        ));
+    }
+    ok(&crate::openapi::group_version(
+        store.kinds(),
+        group,
+        version,
+    ))
 }
 
 fn group_list(state: &AppState) -> Value {
@@ -237,7 +268,16 @@ fn resolve(
             })
     };
     let target = |kind: Kind, namespace: Option<&str>, name: Option<&str>, status: bool| Target {
+        storage: if kinds::is_events_api(&kind) {
+            store
+                .kind_version("", "v1", "events")
+                .cloned()
+                .unwrap_or_else(|| kind.clone())
+        } else {
+            kind.clone()
+        },
         kind,
+        table: None,
         namespace: namespace.map(str::to_string),
         name: name.map(str::to_string),
         status,
@@ -305,8 +345,18 @@ async fn resource_request(
     method: Method,
     request: Request,
 ) -> ApiResult {
-    let target = resolve(state, group, version, rest)?;
+    let mut target = resolve(state, group, version, rest)?;
     let query = query_map(&request);
+    let accept = request
+        .headers()
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if table::wants_table(accept) {
+        target.table = Some(IncludeObject::parse(
+            query.get("includeObject").map(String::as_str),
+        ));
+    }
     match (method, target.name.is_some()) {
         (Method::GET, false) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
             watch(state, &target, &query)
@@ -340,9 +390,51 @@ async fn resource_request(
 }
 
 fn served(kind: &Kind, object: &Value) -> Value {
-    let mut object = object.clone();
-    object["apiVersion"] = json!(kind.api_version());
-    object
+    kinds::to_served(kind, object)
+}
+
+/// `fieldValidation` for a custom resource write: `Strict` refuses fields
+/// the schema does not declare, `Warn` (the default) names them in
+/// `Warning` headers, `Ignore` drops them silently. Pruning happens anyway.
+fn check_fields(
+    target: &Target,
+    object: &Value,
+    query: &HashMap<String, String>,
+) -> Result<Vec<String>, ApiError> {
+    let directive = query
+        .get("fieldValidation")
+        .map(String::as_str)
+        .unwrap_or("Warn");
+    let Some(schema) = target.storage.schema.as_ref() else {
+        return Ok(Vec::new());
+    };
+    if !matches!(directive, "Strict" | "Warn") {
+        return Ok(Vec::new());
+    }
+    let unknown: Vec<String> = crate::schema::unknown_fields(schema, object)
+        .into_iter()
+        .map(|field| format!("unknown field \"{field}\""))
+        .collect();
+    if directive == "Strict" && !unknown.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            unknown.join(", "),
+            kind = target.kind.kind,
+            version = target.kind.version,
+        )));
+    }
+    Ok(unknown)
+}
+
+/// Add `Warning: 299 - "..."` headers, as the real server does.
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        let text = format!("299 - {:?}", warning);
+        if let Ok(value) = axum::http::HeaderValue::from_str(&text) {
+            response.headers_mut().append("warning", value);
+        }
+    }
+    response
 }
 
 fn dry_run(query: &HashMap<String, String>) -> bool {
@@ -355,14 +447,28 @@ fn get(state: &AppState, target: &Target) -> ApiResult {
     let object = store
         .get(&key)
         .ok_or_else(|| ApiError::not_found(&target.kind.group, &target.kind.plural, &key.name))?;
+    drop(store);
+    if let Some(include) = target.table {
+        let rv = object
+            .pointer("/metadata/resourceVersion")
+            .cloned()
+            .unwrap_or(json!(""));
+        return ok(&table::table(
+            &target.kind,
+            &[(*object).clone()],
+            json!({"resourceVersion": rv}),
+            include,
+            |o| served(&target.kind, o),
+        ));
+    }
     ok(&served(&target.kind, &object))
 }
 
 fn key(target: &Target) -> Key {
     Key {
-        group: target.kind.group.clone(),
-        plural: target.kind.plural.clone(),
-        namespace: if target.kind.namespaced {
+        group: target.storage.group.clone(),
+        plural: target.storage.plural.clone(),
+        namespace: if target.storage.namespaced {
             target.namespace.clone().unwrap_or_default()
         } else {
             String::new()
@@ -401,7 +507,7 @@ fn list(state: &AppState, target: &Target, query: &HashMap<String, String>) -> A
             (rv, items, start)
         }
         None => {
-            let items = Arc::new(store.list(&target.kind, target.namespace.as_deref(), &filter));
+            let items = Arc::new(store.list(&target.storage, target.namespace.as_deref(), &filter));
             let rv = if items.len() > limit {
                 store.remember_snapshot(items.clone())
             } else {
@@ -412,15 +518,26 @@ fn list(state: &AppState, target: &Target, query: &HashMap<String, String>) -> A
     };
     drop(store);
     let end = start.saturating_add(limit).min(items.len());
-    let page: Vec<Value> = items[start.min(end)..end]
-        .iter()
-        .map(|(_, o)| served(&target.kind, o))
-        .collect();
+    let window = &items[start.min(end)..end];
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if end < items.len() {
         metadata["continue"] = json!(encode_continue(rv, end));
         metadata["remainingItemCount"] = json!(items.len() - end);
     }
+    if let Some(include) = target.table {
+        let objects: Vec<Value> = window.iter().map(|(_, o)| (**o).clone()).collect();
+        return ok(&table::table(
+            &target.kind,
+            &objects,
+            metadata,
+            include,
+            |o| served(&target.kind, o),
+        ));
+    }
+    let page: Vec<Value> = window
+        .iter()
+        .map(|(_, o)| served(&target.kind, o))
+        .collect();
     ok(
         &json!({"kind": format!("{}List", target.kind.kind), "apiVersion": target.kind.api_version(), "metadata": metadata, "items": page}),
     )
@@ -454,29 +571,37 @@ fn create(
     query: &HashMap<String, String>,
 ) -> ApiResult {
     let namespace = target.namespace.clone().unwrap_or_default();
-    if let Some(given) = body.pointer("/metadata/namespace").and_then(Value::as_str) {
-        if target.kind.namespaced && !given.is_empty() && given != namespace {
-            return Err(ApiError::bad_request(format!(
-                "the namespace of the provided object does not match the namespace sent on the request ({given} vs {namespace})"
-            )));
-        }
+    if let Some(given) = body.pointer("/metadata/namespace").and_then(Value::as_str)
+        && target.kind.namespaced
+        && !given.is_empty()
+        && given != namespace
+    {
+        return Err(ApiError::bad_request(format!(
+            "the namespace of the provided object does not match the namespace sent on the request ({given} vs {namespace})"
+        )));
     }
-    if let Some(kind) = body.get("kind").and_then(Value::as_str) {
-        if kind != target.kind.kind {
-            return Err(ApiError::bad_request(format!(
-                "the kind of the object ({kind}) does not match the URL ({})",
-                target.kind.kind
-            )));
-        }
+    if let Some(kind) = body.get("kind").and_then(Value::as_str)
+        && kind != target.kind.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind of the object ({kind}) does not match the URL ({})",
+            target.kind.kind
+        )));
     }
+    let warnings = check_fields(target, &body, query)?;
+    let body = kinds::to_storage(&target.kind, body);
     let mut store = state.store.lock().expect("store lock");
     if dry_run(query) {
-        return Ok(json_response(StatusCode::CREATED, &body));
+        return Ok(json_response(
+            StatusCode::CREATED,
+            &served(&target.kind, &body),
+        ));
     }
-    let object = store.create(&target.kind, &namespace, body)?;
-    Ok(json_response(
-        StatusCode::CREATED,
-        &served(&target.kind, &object),
+    let object = store.create(&target.storage, &namespace, body)?;
+    drop(store);
+    Ok(with_warnings(
+        json_response(StatusCode::CREATED, &served(&target.kind, &object)),
+        &warnings,
     ))
 }
 
@@ -487,12 +612,24 @@ fn update(
     query: &HashMap<String, String>,
 ) -> ApiResult {
     let key = key(target);
+    let warnings = check_fields(target, &body, query)?;
+    let body = kinds::to_storage(&target.kind, body);
     let mut store = state.store.lock().expect("store lock");
     if dry_run(query) {
-        return ok(&body);
+        return ok(&served(&target.kind, &body));
     }
-    let object = store.update(&target.kind, &key.namespace, &key.name, body, target.status)?;
-    ok(&served(&target.kind, &object))
+    let object = store.update(
+        &target.storage,
+        &key.namespace,
+        &key.name,
+        body,
+        target.status,
+    )?;
+    drop(store);
+    Ok(with_warnings(
+        json_response(StatusCode::OK, &served(&target.kind, &object)),
+        &warnings,
+    ))
 }
 
 fn patch(
@@ -507,17 +644,70 @@ fn patch(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let strategic_ok = !target.kind.custom;
+    let apply = media == "application/apply-patch+yaml" || media == "application/apply-patch+json";
+    let known = matches!(
+        media.as_str(),
+        "application/json-patch+json" | "application/merge-patch+json"
+    ) || apply
+        || (strategic_ok && media == "application/strategic-merge-patch+json");
+    if !known {
+        let mut accepted = vec![
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/apply-patch+yaml",
+        ];
+        if strategic_ok {
+            accepted.push("application/strategic-merge-patch+json");
+        }
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+        ));
+    }
+    if apply
+        && query
+            .get("fieldManager")
+            .is_none_or(|manager| manager.is_empty())
+    {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "PatchOptions",
+            "",
+            vec![(
+                "fieldManager".into(),
+                "Required value: is required for apply patch".into(),
+            )],
+        ));
+    }
     let key = key(target);
     let mut store = state.store.lock().expect("store lock");
-    let current = store.get(&key);
-    let Some(current) = current else {
-        if content_type.starts_with("application/apply-patch") && !target.status {
+    let Some(current) = store.get(&key) else {
+        if apply && !target.status {
             // Server-side apply of a new object creates it (documented gap:
             // no field ownership).
-            let object = store.create(&target.kind, &key.namespace, body)?;
-            return Ok(json_response(
-                StatusCode::CREATED,
-                &served(&target.kind, &object),
+            let warnings = check_fields(target, &body, query)?;
+            if dry_run(query) {
+                return Ok(json_response(
+                    StatusCode::CREATED,
+                    &served(&target.kind, &body),
+                ));
+            }
+            let body = kinds::to_storage(&target.kind, body);
+            let object = store.create(&target.storage, &key.namespace, body)?;
+            return Ok(with_warnings(
+                json_response(StatusCode::CREATED, &served(&target.kind, &object)),
+                &warnings,
             ));
         }
         return Err(ApiError::not_found(
@@ -526,45 +716,52 @@ fn patch(
             &key.name,
         ));
     };
-    let mut document = (*current).clone();
-    if content_type.starts_with("application/json-patch+json") {
-        let operations: json_patch::Patch = serde_json::from_value(body)
-            .map_err(|e| ApiError::bad_request(format!("the JSON patch is not valid: {e}")))?;
-        json_patch::patch(&mut document, &operations).map_err(|e| {
-            ApiError::new(
-                422,
-                "Invalid",
-                format!("the JSON patch could not be applied: {e}"),
-            )
-        })?;
-    } else if content_type.starts_with("application/merge-patch+json")
-        || content_type.starts_with("application/strategic-merge-patch+json")
-        || content_type.starts_with("application/apply-patch")
-    {
-        if !body.is_object() {
-            return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+    // Patches apply to the object in the shape the client addressed.
+    let mut document = served(&target.kind, &current);
+    match media.as_str() {
+        "application/json-patch+json" => {
+            let operations: json_patch::Patch = serde_json::from_value(body)
+                .map_err(|e| ApiError::bad_request(format!("the JSON patch is not valid: {e}")))?;
+            json_patch::patch(&mut document, &operations).map_err(|e| {
+                ApiError::new(
+                    422,
+                    "Invalid",
+                    format!("the JSON patch could not be applied: {e}"),
+                )
+            })?;
         }
-        json_patch::merge(&mut document, &body);
-    } else {
-        return Err(ApiError::new(
-            415,
-            "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type:?})"
-            ),
-        ));
+        "application/strategic-merge-patch+json" => {
+            if !body.is_object() {
+                return Err(ApiError::bad_request(
+                    "a strategic merge patch must be a JSON object",
+                ));
+            }
+            crate::patch::strategic_merge(&mut document, &body).map_err(ApiError::bad_request)?;
+        }
+        _ => {
+            if !body.is_object() {
+                return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+            }
+            json_patch::merge(&mut document, &body);
+        }
     }
+    let warnings = check_fields(target, &document, query)?;
     if dry_run(query) {
         return ok(&document);
     }
+    let document = kinds::to_storage(&target.kind, document);
     let object = store.update(
-        &target.kind,
+        &target.storage,
         &key.namespace,
         &key.name,
         document,
         target.status,
     )?;
-    ok(&served(&target.kind, &object))
+    drop(store);
+    Ok(with_warnings(
+        json_response(StatusCode::OK, &served(&target.kind, &object)),
+        &warnings,
+    ))
 }
 
 fn propagation(body: &Value, query: &HashMap<String, String>) -> Result<Propagation, ApiError> {
@@ -609,7 +806,7 @@ fn delete(
         return ok(&object);
     }
     let (object, gone) = store.delete(
-        &target.kind,
+        &target.storage,
         &key.namespace,
         &key.name,
         propagation,
@@ -633,11 +830,11 @@ fn delete_collection(
     let filter = filter_from(query)?;
     let propagation = propagation(&body, query)?;
     let mut store = state.store.lock().expect("store lock");
-    let doomed = store.list(&target.kind, target.namespace.as_deref(), &filter);
+    let doomed = store.list(&target.storage, target.namespace.as_deref(), &filter);
     let mut items = Vec::new();
     for (key, _) in doomed {
         if let Ok((object, _)) = store.delete(
-            &target.kind,
+            &target.storage,
             &key.namespace,
             &key.name,
             propagation,
@@ -678,6 +875,11 @@ fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> 
                 .map_err(|_| ApiError::bad_request(format!("invalid resource version: {text}")))?,
         ),
     };
+    let shape = Shape {
+        kind: target.kind.clone(),
+        storage: target.storage.clone(),
+        table: target.table,
+    };
     let kind = target.kind.clone();
     let namespace = if kind.namespaced {
         target.namespace.clone()
@@ -691,11 +893,8 @@ fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> 
         let now = store.resource_version();
         match from {
             None => {
-                let items = store.list(&kind, namespace.as_deref(), &filter);
-                let lines: Vec<Bytes> = items
-                    .iter()
-                    .map(|(_, o)| event_line("ADDED", &served(&kind, o)))
-                    .collect();
+                let items = store.list(&shape.storage, namespace.as_deref(), &filter);
+                let lines: Vec<Bytes> = items.iter().map(|(_, o)| shape.line("ADDED", o)).collect();
                 (subscription, lines, now)
             }
             Some(rv) => match store.changes_since(rv) {
@@ -715,7 +914,7 @@ fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> 
                 Some(changes) => {
                     let lines = changes
                         .iter()
-                        .filter_map(|c| translate(c, &kind, namespace.as_deref(), &filter))
+                        .filter_map(|c| translate(c, &shape, namespace.as_deref(), &filter))
                         .collect();
                     (subscription, lines, now.max(rv))
                 }
@@ -758,11 +957,10 @@ fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> 
                         continue;
                     }
                     last_rv = change.rv;
-                    if let Some(line) = translate(&change, &kind, namespace.as_deref(), &filter) {
-                        if tx.send(Ok(line)).await.is_err() {
+                    if let Some(line) = translate(&change, &shape, namespace.as_deref(), &filter)
+                        && tx.send(Ok(line)).await.is_err() {
                             return;
                         }
-                    }
                 }
             }
         }
@@ -782,14 +980,46 @@ where
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
+/// How one watch stream shows objects: the addressed kind's shape, or a
+/// one-row Table when kubectl asked for tables.
+struct Shape {
+    kind: Kind,
+    storage: Kind,
+    table: Option<IncludeObject>,
+}
+
+impl Shape {
+    fn line(&self, event: &str, stored: &Value) -> Bytes {
+        match self.table {
+            Some(include) => {
+                let rv = stored
+                    .pointer("/metadata/resourceVersion")
+                    .cloned()
+                    .unwrap_or(json!(""));
+                event_line(
+                    event,
+                    &table::table(
+                        &self.kind,
+                        std::slice::from_ref(stored),
+                        json!({"resourceVersion": rv}),
+                        include,
+                        |o| served(&self.kind, o),
+                    ),
+                )
+            }
+            None => event_line(event, &served(&self.kind, stored)),
+        }
+    }
+}
+
 /// A change as this watcher sees it, honouring selector transitions.
 fn translate(
     change: &crate::store::Change,
-    kind: &Kind,
+    shape: &Shape,
     namespace: Option<&str>,
     filter: &Filter,
 ) -> Option<Bytes> {
-    if change.key.group != kind.group || change.key.plural != kind.plural {
+    if change.key.group != shape.storage.group || change.key.plural != shape.storage.plural {
         return None;
     }
     if namespace.is_some_and(|ns| change.key.namespace != ns) {
@@ -797,15 +1027,15 @@ fn translate(
     }
     let now = filter.matches(&change.object);
     let before = change.old.as_ref().is_some_and(|old| filter.matches(old));
-    let object = served(kind, &change.object);
-    match change.change {
-        ChangeType::Added if now => Some(event_line("ADDED", &object)),
-        ChangeType::Modified if now && before => Some(event_line("MODIFIED", &object)),
-        ChangeType::Modified if now => Some(event_line("ADDED", &object)),
-        ChangeType::Modified if before => Some(event_line("DELETED", &object)),
-        ChangeType::Deleted if now || before => Some(event_line("DELETED", &object)),
-        _ => None,
-    }
+    let event = match change.change {
+        ChangeType::Added if now => "ADDED",
+        ChangeType::Modified if now && before => "MODIFIED",
+        ChangeType::Modified if now => "ADDED",
+        ChangeType::Modified if before => "DELETED",
+        ChangeType::Deleted if now || before => "DELETED",
+        _ => return None,
+    };
+    Some(shape.line(event, &change.object))
 }
 
 async fn admin_request(state: &AppState, path: &str, request: Request) -> Response {

@@ -221,3 +221,91 @@ pub fn from_crd(crd: &Value) -> Result<Vec<Kind>, Vec<(String, String)>> {
         })
         .collect())
 }
+
+/// True for `events.k8s.io/v1` Events: the same objects as core/v1 Events
+/// (stored in core form), in a different shape.
+pub fn is_events_api(kind: &Kind) -> bool {
+    kind.group == "events.k8s.io" && kind.plural == "events"
+}
+
+/// Field renames between `events.k8s.io/v1` (left) and core/v1 (right), as
+/// the real server converts them.
+const EVENT_FIELDS: [(&str, &str); 6] = [
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("reportingController", "reportingComponent"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+];
+
+fn rename(object: &mut Value, pairs: impl Iterator<Item = (&'static str, &'static str)>) {
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
+    let moved: Vec<(&str, Option<Value>)> =
+        pairs.map(|(from, to)| (to, map.remove(from))).collect();
+    for (to, value) in moved {
+        match value {
+            Some(value) => {
+                map.insert(to.to_string(), value);
+            }
+            None => {
+                map.remove(to);
+            }
+        }
+    }
+}
+
+/// The stored (core/v1) form of an object sent to `kind`'s endpoint.
+pub fn to_storage(kind: &Kind, mut object: Value) -> Value {
+    if is_events_api(kind) && object.is_object() {
+        let count = object
+            .as_object_mut()
+            .and_then(|m| m.remove("deprecatedCount"));
+        rename(&mut object, EVENT_FIELDS.into_iter());
+        if let Some(count) = count {
+            object["count"] = count;
+        }
+        object["apiVersion"] = json!("v1");
+    }
+    object
+}
+
+/// A stored object as `kind`'s endpoint serves it.
+pub fn to_served(kind: &Kind, object: &Value) -> Value {
+    let mut object = object.clone();
+    if is_events_api(kind) && object.is_object() {
+        let count = object.as_object_mut().and_then(|m| m.remove("count"));
+        rename(&mut object, EVENT_FIELDS.into_iter().map(|(a, b)| (b, a)));
+        if let Some(count) = count {
+            object["deprecatedCount"] = count;
+        }
+    }
+    object["apiVersion"] = json!(kind.api_version());
+    object
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_api_events_round_trip_through_the_core_form() {
+        let kinds = builtins();
+        let events_api = kinds
+            .iter()
+            .find(|k| is_events_api(k))
+            .expect("events.k8s.io");
+        let sent = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"},
+            "note": "hello", "regarding": {"name": "demo"}, "reportingController": "radwasm",
+            "deprecatedCount": 3, "reason": "Deploying"});
+        let stored = to_storage(events_api, sent.clone());
+        assert_eq!(stored["message"], "hello");
+        assert_eq!(stored["involvedObject"]["name"], "demo");
+        assert_eq!(stored["reportingComponent"], "radwasm");
+        assert_eq!(stored["count"], 3);
+        assert!(stored.get("note").is_none());
+        assert_eq!(to_served(events_api, &stored), sent);
+    }
+}

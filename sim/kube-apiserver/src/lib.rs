@@ -12,9 +12,12 @@ mod error;
 mod faults;
 mod http;
 mod kinds;
+mod openapi;
+mod patch;
 mod schema;
 mod selectors;
 mod store;
+mod table;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

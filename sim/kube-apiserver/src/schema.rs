@@ -51,18 +51,18 @@ pub fn validate(schema: &Value, value: &Value, path: &str, problems: &mut Vec<(S
             return;
         }
     }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
-        if !options.contains(value) {
-            let allowed: Vec<String> = options.iter().map(|o| o.to_string()).collect();
-            problems.push((
-                path.to_string(),
-                format!(
-                    "Unsupported value: {}: supported values: {}",
-                    short(value),
-                    allowed.join(", ")
-                ),
-            ));
-        }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        && !options.contains(value)
+    {
+        let allowed: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        problems.push((
+            path.to_string(),
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                short(value),
+                allowed.join(", ")
+            ),
+        ));
     }
     match value {
         Value::Object(object) => {
@@ -97,7 +97,8 @@ pub fn validate(schema: &Value, value: &Value, path: &str, problems: &mut Vec<(S
 }
 
 /// Drop fields the schema does not declare; `metadata` at the top is kept.
-pub fn prune(schema: &Value, value: &mut Value, top: bool) {
+/// The paths of dropped fields are added to `removed`.
+pub fn prune(schema: &Value, value: &mut Value, top: bool, path: &str, removed: &mut Vec<String>) {
     if schema
         .get("x-kubernetes-preserve-unknown-fields")
         .and_then(Value::as_bool)
@@ -127,12 +128,13 @@ pub fn prune(schema: &Value, value: &mut Value, top: bool) {
                 match declared.get(&name).or(additional.as_ref()) {
                     Some(child_schema) => {
                         if let Some(child) = object.get_mut(&name) {
-                            prune(child_schema, child, false);
+                            prune(child_schema, child, false, &join(path, &name), removed);
                         }
                     }
                     None if preserve => {}
                     None => {
                         object.remove(&name);
+                        removed.push(join(path, &name));
                     }
                 }
             }
@@ -148,8 +150,60 @@ pub fn prune(schema: &Value, value: &mut Value, top: bool) {
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
+                for (index, item) in items.iter_mut().enumerate() {
+                    prune(
+                        item_schema,
+                        item,
+                        false,
+                        &format!("{path}[{index}]"),
+                        removed,
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The fields of `object` (a whole custom resource) its schema does not
+/// declare: what `fieldValidation=Strict` refuses and `Warn` warns about.
+pub fn unknown_fields(schema: &Value, object: &Value) -> Vec<String> {
+    let mut copy = object.clone();
+    let mut removed = Vec::new();
+    prune(schema, &mut copy, true, "", &mut removed);
+    removed
+}
+
+/// Fill in `default`s the schema declares for absent fields, as the real
+/// server does on every write (after pruning, before validation).
+pub fn apply_defaults(schema: &Value, value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for (name, child_schema) in properties {
+                    if let Some(default) = child_schema.get("default")
+                        && !object.contains_key(name)
+                    {
+                        object.insert(name.clone(), default.clone());
+                    }
+                }
+                for (name, child) in object.iter_mut() {
+                    if let Some(child_schema) = properties.get(name) {
+                        apply_defaults(child_schema, child);
+                    }
+                }
+            } else if let Some(additional) =
+                schema.get("additionalProperties").filter(|a| a.is_object())
+            {
+                for child in object.values_mut() {
+                    apply_defaults(additional, child);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
                 for item in items {
-                    prune(item_schema, item, false);
+                    apply_defaults(item_schema, item);
                 }
             }
         }
@@ -222,12 +276,36 @@ mod tests {
     }
 
     #[test]
+    fn defaults_fill_absent_fields_at_every_depth() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "mode": {"type": "string", "default": "a"},
+            "target": {"type": "object", "properties": {"scope": {"type": "string", "default": ""}}}
+        }}}});
+        let mut object = json!({"spec": {"target": {}}});
+        apply_defaults(&schema, &mut object);
+        assert_eq!(
+            object,
+            json!({"spec": {"mode": "a", "target": {"scope": ""}}})
+        );
+        let mut given = json!({"spec": {"mode": "b"}});
+        apply_defaults(&schema, &mut given);
+        assert_eq!(
+            given,
+            json!({"spec": {"mode": "b"}}),
+            "absent parents are not created"
+        );
+    }
+
+    #[test]
     fn unknown_fields_are_pruned_unless_preserved() {
         let mut object = json!({"metadata": {"name": "x"}, "spec": {"template": "t", "extra": 1, "free": {"any": 1}}, "junk": true});
-        prune(&schema(), &mut object, true);
+        let mut removed = Vec::new();
+        prune(&schema(), &mut object, true, "", &mut removed);
         assert_eq!(
             object,
             json!({"metadata": {"name": "x"}, "spec": {"template": "t", "free": {"any": 1}}})
         );
+        removed.sort();
+        assert_eq!(removed, ["junk", "spec.extra"]);
     }
 }

@@ -160,7 +160,13 @@ pub struct Filter {
 
 impl Filter {
     pub fn matches(&self, object: &Value) -> bool {
-        self.labels.matches_labels(object) && self.fields.matches_fields(object)
+        self.is_everything()
+            || (self.labels.matches_labels(object) && self.fields.matches_fields(object))
+    }
+
+    /// No selector at all: every object matches.
+    pub fn is_everything(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
     }
 }
 

@@ -32,16 +32,6 @@ pub enum ChangeType {
     Deleted,
 }
 
-impl ChangeType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChangeType::Added => "ADDED",
-            ChangeType::Modified => "MODIFIED",
-            ChangeType::Deleted => "DELETED",
-        }
-    }
-}
-
 /// One committed change, as watches see it.
 #[derive(Debug, Clone)]
 pub struct Change {
@@ -61,6 +51,9 @@ pub enum Propagation {
     Orphan,
 }
 
+/// The items of one list, frozen for `continue` tokens.
+pub type Snapshot = Arc<Vec<(Key, Arc<Value>)>>;
+
 pub struct Store {
     rv: u64,
     kinds: Vec<Kind>,
@@ -70,7 +63,7 @@ pub struct Store {
     /// Watches may resume from any rv at or after this one.
     oldest_rv: u64,
     /// List snapshots that `continue` tokens refer to, newest last.
-    snapshots: VecDeque<(u64, Arc<Vec<(Key, Arc<Value>)>>)>,
+    snapshots: VecDeque<(u64, Snapshot)>,
     pub events: broadcast::Sender<Arc<Change>>,
 }
 
@@ -167,7 +160,7 @@ impl Store {
     }
 
     /// Keep a list snapshot for paging; returns its rv.
-    pub fn remember_snapshot(&mut self, items: Arc<Vec<(Key, Arc<Value>)>>) -> u64 {
+    pub fn remember_snapshot(&mut self, items: Snapshot) -> u64 {
         if self.snapshots.back().is_none_or(|(rv, _)| *rv != self.rv) {
             self.snapshots.push_back((self.rv, items));
             while self.snapshots.len() > 32 {
@@ -177,7 +170,7 @@ impl Store {
         self.rv
     }
 
-    pub fn snapshot(&self, rv: u64) -> Option<Arc<Vec<(Key, Arc<Value>)>>> {
+    pub fn snapshot(&self, rv: u64) -> Option<Snapshot> {
         self.snapshots
             .iter()
             .find(|(at, _)| *at == rv)
@@ -237,7 +230,8 @@ impl Store {
         let Some(schema) = &kind.schema else {
             return Ok(());
         };
-        schema::prune(schema, object, true);
+        schema::prune(schema, object, true, "", &mut Vec::new());
+        schema::apply_defaults(schema, object);
         let mut problems = Vec::new();
         let mut body = object.clone();
         if let Some(map) = body.as_object_mut() {
@@ -275,17 +269,16 @@ impl Store {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        if name.is_empty() {
-            if let Some(prefix) = object
+        if name.is_empty()
+            && let Some(prefix) = object
                 .pointer("/metadata/generateName")
                 .and_then(Value::as_str)
-            {
-                let suffix: String = (0..5)
-                    .map(|_| (b'a' + rand::random_range(0..26u8)) as char)
-                    .collect();
-                name = format!("{prefix}{suffix}");
-                object["metadata"]["name"] = json!(name);
-            }
+        {
+            let suffix: String = (0..5)
+                .map(|_| (b'a' + rand::random_range(0..26u8)) as char)
+                .collect();
+            name = format!("{prefix}{suffix}");
+            object["metadata"]["name"] = json!(name);
         }
         check_name(kind, &name)?;
         if kind.namespaced {
@@ -324,10 +317,11 @@ impl Store {
         }
         object["apiVersion"] = json!(kind.api_version());
         object["kind"] = json!(kind.kind);
-        if kind.status_subresource && kind.custom {
-            if let Some(map) = object.as_object_mut() {
-                map.remove("status");
-            }
+        if kind.status_subresource
+            && kind.custom
+            && let Some(map) = object.as_object_mut()
+        {
+            map.remove("status");
         }
         if kind.custom {
             Self::check_schema(kind, &mut object)?;
@@ -368,25 +362,23 @@ impl Store {
                 "the body of the request must be a JSON object",
             ));
         }
-        if let Some(given) = candidate.pointer("/metadata/name").and_then(Value::as_str) {
-            if given != name {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({given}) does not match the name on the URL ({name})"
-                )));
-            }
+        if let Some(given) = candidate.pointer("/metadata/name").and_then(Value::as_str)
+            && given != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({given}) does not match the name on the URL ({name})"
+            )));
         }
         if let Some(given) = candidate
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
+            && !given.is_empty()
+            && Some(given)
+                != current
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
         {
-            if !given.is_empty()
-                && Some(given)
-                    != current
-                        .pointer("/metadata/resourceVersion")
-                        .and_then(Value::as_str)
-            {
-                return Err(ApiError::conflict(&kind.group, &kind.plural, name));
-            }
+            return Err(ApiError::conflict(&kind.group, &kind.plural, name));
         }
         let mut next = (*current).clone();
         if status_only {
