@@ -1,0 +1,678 @@
+//! Conformance against the real `kubectl`: each scenario starts the embedded
+//! server on an ephemeral loopback port, writes a kubeconfig into a temp dir
+//! and drives the kubectl binary on PATH with `--kubeconfig`, the way a person
+//! would. Every kubectl process is killed if it outlives its time bound, so a
+//! broken server fails a test instead of hanging it. Without kubectl on PATH
+//! each test prints why it is skipped and passes.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use radwasm_sim_apiserver::{ApiServer, ApiServerConfig, start};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+/// Upper bound for one kubectl invocation; kubectl is killed after it.
+const KUBECTL_BOUND: Duration = Duration::from_secs(60);
+
+/// The product's CRDs, generated from the Rust types.
+fn product_crds() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds/radapp.io_v1alpha3.yaml")
+}
+
+fn product_example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/examples/app.yaml")
+}
+
+const WIDGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Phase, type: string, jsonPath: .status.phase}
+    schema:
+      openAPIV3Schema:
+        type: object
+        description: A test widget.
+        properties:
+          spec:
+            type: object
+            description: What the widget should be.
+            required: [size]
+            properties:
+              size: {type: integer, description: How big the widget is.}
+              color: {type: string, default: blue}
+          status:
+            type: object
+            properties:
+              phase: {type: string}
+              conditions:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    type: {type: string}
+                    status: {type: string}
+"#;
+
+fn widget_yaml(name: &str, size: i64) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  size: {size}\n"
+    )
+}
+
+fn kubectl_on_path() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("kubectl"))
+        .find(|candidate| candidate.is_file())
+}
+
+/// What one kubectl run printed.
+struct Run {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn ok(self, what: &str) -> String {
+        assert!(
+            self.success,
+            "kubectl {what} failed\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self.stdout
+    }
+
+    fn failed(self, what: &str) -> String {
+        assert!(
+            !self.success,
+            "kubectl {what} should have failed\nstdout: {}",
+            self.stdout
+        );
+        self.stderr
+    }
+}
+
+/// A running server, a kubeconfig for it, and the kubectl to drive it.
+struct Cluster {
+    server: ApiServer,
+    kubectl: PathBuf,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    /// `None` (after saying why) when kubectl is not on PATH.
+    async fn start(test: &str) -> Option<Self> {
+        let Some(kubectl) = kubectl_on_path() else {
+            eprintln!("SKIPPED {test}: no `kubectl` on PATH; these tests drive the real kubectl");
+            return None;
+        };
+        let server = start(ApiServerConfig::default()).await.expect("start");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+        Some(Self {
+            server,
+            kubectl,
+            dir,
+            kubeconfig,
+        })
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.kubectl);
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Run kubectl to completion (killed after [`KUBECTL_BOUND`]).
+    async fn run(&self, args: &[&str]) -> Run {
+        self.run_with_stdin(args, None).await
+    }
+
+    async fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Run {
+        let mut command = self.command(args);
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        if stdin.is_some() {
+            command.stdin(Stdio::piped());
+        }
+        let mut child = command.spawn().expect("spawn kubectl");
+        if let Some(text) = stdin {
+            use tokio::io::AsyncWriteExt;
+            let mut pipe = child.stdin.take().expect("stdin");
+            pipe.write_all(text.as_bytes()).await.expect("write stdin");
+            drop(pipe);
+        }
+        let output = tokio::time::timeout(KUBECTL_BOUND, child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish in {KUBECTL_BOUND:?}"))
+            .expect("kubectl output");
+        Run {
+            success: output.status.success(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        self.run(args).await.ok(&args.join(" "))
+    }
+
+    async fn apply(&self, yaml: &str) -> String {
+        self.run_with_stdin(&["apply", "-f", "-"], Some(yaml))
+            .await
+            .ok("apply -f -")
+    }
+
+    /// `kubectl get ... -o json`, parsed.
+    async fn get_json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["get"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-o", "json"]);
+        let text = self.ok(&all).await;
+        serde_json::from_str(&text).expect("kubectl -o json")
+    }
+
+    /// Start a long-running kubectl (watch, wait, delete) in the background.
+    fn spawn(&self, args: &[&str]) -> Background {
+        let mut child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn kubectl");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Background {
+            what: args.join(" "),
+            child,
+            lines,
+        }
+    }
+
+    async fn with_widgets(&self) {
+        let out = self.apply(WIDGET_CRD).await;
+        assert!(
+            out.contains(
+                "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"
+            ),
+            "{out}"
+        );
+        self.ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/widgets.example.com",
+            "--timeout=30s",
+        ])
+        .await;
+    }
+
+    async fn stop(self) {
+        self.server.shutdown().await;
+    }
+}
+
+/// A kubectl process running in the background (killed when dropped).
+struct Background {
+    what: String,
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Background {
+    /// The next line it prints, or a panic if none comes within the bound.
+    async fn next_line(&mut self) -> String {
+        match tokio::time::timeout(KUBECTL_BOUND, self.lines.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            Ok(Ok(None)) => panic!("kubectl {} ended early", self.what),
+            Ok(Err(error)) => panic!("kubectl {}: {error}", self.what),
+            Err(_) => panic!("kubectl {} printed nothing in {KUBECTL_BOUND:?}", self.what),
+        }
+    }
+
+    /// Read lines until one satisfies `want`; returns it.
+    async fn line_matching(&mut self, want: impl Fn(&str) -> bool) -> String {
+        loop {
+            let line = self.next_line().await;
+            if want(&line) {
+                return line;
+            }
+        }
+    }
+
+    fn still_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Wait for it to exit (bounded); returns success and the rest of its output.
+    async fn finish(mut self) -> (bool, String, String) {
+        let mut rest = String::new();
+        let stderr = self.child.stderr.take();
+        let collect = async {
+            while let Ok(Some(line)) = self.lines.next_line().await {
+                rest.push_str(&line);
+                rest.push('\n');
+            }
+            let mut err = String::new();
+            if let Some(mut stderr) = stderr {
+                use tokio::io::AsyncReadExt;
+                let _ = stderr.read_to_string(&mut err).await;
+            }
+            let status = self.child.wait().await.expect("wait");
+            (status.success(), err)
+        };
+        let (success, err) = tokio::time::timeout(KUBECTL_BOUND, collect)
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {} did not exit in {KUBECTL_BOUND:?}", self.what));
+        (success, rest, err)
+    }
+}
+
+#[tokio::test]
+async fn the_product_crds_and_example_apply_and_read_back_as_yaml() {
+    let Some(cluster) =
+        Cluster::start("the_product_crds_and_example_apply_and_read_back_as_yaml").await
+    else {
+        return;
+    };
+    let crds = product_crds();
+    let out = cluster
+        .ok(&["apply", "-f", crds.to_str().expect("utf-8 path")])
+        .await;
+    assert!(
+        out.contains("deploymenttemplates.radapp.io created")
+            && out.contains("deploymentresources.radapp.io created"),
+        "{out}"
+    );
+    cluster
+        .ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/deploymenttemplates.radapp.io",
+            "crd/deploymentresources.radapp.io",
+            "--timeout=30s",
+        ])
+        .await;
+    // Applying the same files again changes nothing.
+    let again = cluster
+        .ok(&["apply", "-f", crds.to_str().expect("utf-8 path")])
+        .await;
+    assert!(
+        again.contains("deploymenttemplates.radapp.io unchanged"),
+        "{again}"
+    );
+
+    let example = product_example();
+    let out = cluster
+        .ok(&["apply", "-f", example.to_str().expect("utf-8 path")])
+        .await;
+    assert!(
+        out.contains("deploymenttemplate.radapp.io/demo created"),
+        "{out}"
+    );
+
+    let yaml = cluster
+        .ok(&["get", "deploymenttemplate", "demo", "-o", "yaml"])
+        .await;
+    let object: serde_json::Value = serde_yaml::from_str(&yaml).expect("yaml");
+    assert_eq!(object["apiVersion"], "radapp.io/v1alpha3");
+    assert_eq!(object["metadata"]["generation"], 1);
+    assert!(object["metadata"]["uid"].is_string());
+    assert!(
+        object["spec"]["template"]
+            .as_str()
+            .is_some_and(|t| t.contains("Applications.Core/containers")),
+        "{yaml}"
+    );
+    // Defaults from the schema are applied, as the real server does.
+    assert_eq!(object["spec"]["providerConfig"]["radius"]["type"], "Radius");
+
+    // Short name and category from the CRD, and the printer columns.
+    let table = cluster.ok(&["get", "dt"]).await;
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("NAME") && header.contains("PHASE") && header.contains("POLICY"),
+        "{table}"
+    );
+    assert!(table.contains("demo"), "{table}");
+    let by_category = cluster.ok(&["get", "radius", "-o", "name"]).await;
+    assert!(
+        by_category.contains("deploymenttemplate.radapp.io/demo"),
+        "{by_category}"
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_objects_are_refused_naming_the_field() {
+    let Some(cluster) = Cluster::start("invalid_objects_are_refused_naming_the_field").await else {
+        return;
+    };
+    cluster.with_widgets().await;
+    let bad =
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: bad\nspec:\n  size: big\n";
+    let error = cluster
+        .run_with_stdin(&["apply", "-f", "-"], Some(bad))
+        .await
+        .failed("apply of an invalid widget");
+    assert!(
+        error.contains("spec.size") && error.contains("integer"),
+        "{error}"
+    );
+    let missing =
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: bad\nspec:\n  color: red\n";
+    let error = cluster
+        .run_with_stdin(&["create", "-f", "-"], Some(missing))
+        .await
+        .failed("create of a widget without its required size");
+    assert!(
+        error.contains("spec.size") && error.contains("Required value"),
+        "{error}"
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test]
+async fn apply_configures_changes_and_server_side_apply_is_accepted() {
+    let Some(cluster) =
+        Cluster::start("apply_configures_changes_and_server_side_apply_is_accepted").await
+    else {
+        return;
+    };
+    cluster.with_widgets().await;
+    let out = cluster.apply(&widget_yaml("w1", 1)).await;
+    assert!(out.contains("widget.example.com/w1 created"), "{out}");
+    let out = cluster.apply(&widget_yaml("w1", 1)).await;
+    assert!(out.contains("widget.example.com/w1 unchanged"), "{out}");
+    let out = cluster.apply(&widget_yaml("w1", 2)).await;
+    assert!(out.contains("widget.example.com/w1 configured"), "{out}");
+    let object = cluster.get_json(&["widget", "w1"]).await;
+    assert_eq!(object["spec"]["size"], 2);
+    assert_eq!(object["spec"]["color"], "blue", "schema default applied");
+    assert_eq!(object["metadata"]["generation"], 2);
+
+    let out = cluster
+        .run_with_stdin(
+            &["apply", "--server-side", "--field-manager=test", "-f", "-"],
+            Some(&widget_yaml("w1", 3)),
+        )
+        .await
+        .ok("apply --server-side");
+    assert!(
+        out.contains("widget.example.com/w1 serverside-applied"),
+        "{out}"
+    );
+    let object = cluster.get_json(&["widget", "w1"]).await;
+    assert_eq!(object["spec"]["size"], 3);
+    assert_eq!(object["metadata"]["generation"], 3);
+
+    // ConfigMaps (a built-in kind: kubectl sends a strategic merge patch).
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"1\"\n  b: \"2\"\n";
+    assert!(
+        cluster
+            .apply(cm)
+            .await
+            .contains("configmap/settings created")
+    );
+    let changed =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"1\"\n";
+    assert!(
+        cluster
+            .apply(changed)
+            .await
+            .contains("configmap/settings configured")
+    );
+    let object = cluster.get_json(&["configmap", "settings"]).await;
+    assert_eq!(
+        object["data"],
+        serde_json::json!({"a": "1"}),
+        "b was removed by apply"
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test]
+async fn get_watch_sees_a_merge_patch() {
+    let Some(cluster) = Cluster::start("get_watch_sees_a_merge_patch").await else {
+        return;
+    };
+    cluster.with_widgets().await;
+    cluster.apply(&widget_yaml("w1", 1)).await;
+    let mut watch = cluster.spawn(&[
+        "get",
+        "widget",
+        "w1",
+        "-w",
+        "-o",
+        "jsonpath={.metadata.name} size={.spec.size}{\"\\n\"}",
+    ]);
+    let first = watch.next_line().await;
+    assert_eq!(first.trim(), "w1 size=1");
+
+    let out = cluster
+        .ok(&[
+            "patch",
+            "widget",
+            "w1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"size":7}}"#,
+        ])
+        .await;
+    assert!(out.contains("widget.example.com/w1 patched"), "{out}");
+    let seen = watch.line_matching(|line| line.contains("size=7")).await;
+    assert_eq!(seen.trim(), "w1 size=7");
+    drop(watch);
+
+    // The table form of a watch too (what `kubectl get -w` prints by default).
+    let mut table = cluster.spawn(&["get", "widgets", "-w"]);
+    let header = table.next_line().await;
+    assert!(
+        header.contains("SIZE") && header.contains("PHASE"),
+        "{header}"
+    );
+    cluster
+        .ok(&[
+            "patch",
+            "widget",
+            "w1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"size":8}}"#,
+        ])
+        .await;
+    let row = table
+        .line_matching(|line| line.starts_with("w1") && line.contains(" 8 "))
+        .await;
+    assert!(row.starts_with("w1"), "{row}");
+    drop(table);
+
+    // A strategic merge patch (kubectl's default) is refused for custom
+    // resources, exactly as the real server refuses it.
+    let error = cluster
+        .run(&["patch", "widget", "w1", "-p", r#"{"spec":{"size":9}}"#])
+        .await
+        .failed("strategic merge patch of a custom resource");
+    assert!(
+        error.contains("UnsupportedMediaType") || error.contains("unknown format"),
+        "{error}"
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test]
+async fn delete_waits_for_the_finalizer_to_be_removed() {
+    let Some(cluster) = Cluster::start("delete_waits_for_the_finalizer_to_be_removed").await else {
+        return;
+    };
+    cluster.with_widgets().await;
+    let held = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: held\n  finalizers: [example.com/hold]\nspec:\n  size: 1\n";
+    cluster.apply(held).await;
+
+    let mut deleting = cluster.spawn(&["delete", "widget", "held", "--timeout=50s"]);
+    // The object is marked, not removed, while its finalizer is there.
+    let mut attempts = 0;
+    loop {
+        let object = cluster.get_json(&["widget", "held"]).await;
+        if object["metadata"]["deletionTimestamp"].is_string() {
+            break;
+        }
+        attempts += 1;
+        assert!(
+            attempts < 300,
+            "kubectl delete never marked the object: {object}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        deleting.still_running(),
+        "kubectl delete must wait while the finalizer holds the object"
+    );
+    let out = cluster
+        .ok(&[
+            "patch",
+            "widget",
+            "held",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ])
+        .await;
+    assert!(out.contains("patched"), "{out}");
+    let (success, rest, err) = deleting.finish().await;
+    assert!(success, "kubectl delete failed: {rest} {err}");
+    assert!(
+        rest.contains("widget.example.com \"held\" deleted"),
+        "{rest}"
+    );
+    let error = cluster
+        .run(&["get", "widget", "held"])
+        .await
+        .failed("get of a deleted widget");
+    assert!(
+        error.contains("NotFound") || error.contains("not found"),
+        "{error}"
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test]
+async fn wait_for_jsonpath_and_condition_returns_once_status_says_so() {
+    let Some(cluster) =
+        Cluster::start("wait_for_jsonpath_and_condition_returns_once_status_says_so").await
+    else {
+        return;
+    };
+    cluster.with_widgets().await;
+    cluster.apply(&widget_yaml("w1", 1)).await;
+    let by_path = cluster.spawn(&[
+        "wait",
+        "widget/w1",
+        "--for=jsonpath={.status.phase}=Ready",
+        "--timeout=50s",
+    ]);
+    let by_condition = cluster.spawn(&[
+        "wait",
+        "widget/w1",
+        "--for=condition=Ready",
+        "--timeout=50s",
+    ]);
+    let out = cluster
+        .ok(&[
+            "patch",
+            "widget",
+            "w1",
+            "--subresource=status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"phase":"Ready","conditions":[{"type":"Ready","status":"True"}]}}"#,
+        ])
+        .await;
+    assert!(out.contains("patched"), "{out}");
+    for waiter in [by_path, by_condition] {
+        let (success, rest, err) = waiter.finish().await;
+        assert!(success, "kubectl wait failed: {rest} {err}");
+        assert!(
+            rest.contains("widget.example.com/w1 condition met"),
+            "{rest}"
+        );
+    }
+    cluster.stop().await;
+}
+
+#[tokio::test]
+async fn explain_describes_custom_resource_fields_from_the_crd_schema() {
+    let Some(cluster) =
+        Cluster::start("explain_describes_custom_resource_fields_from_the_crd_schema").await
+    else {
+        return;
+    };
+    cluster.with_widgets().await;
+    let out = cluster.ok(&["explain", "widgets.spec"]).await;
+    assert!(out.contains("KIND:") && out.contains("Widget"), "{out}");
+    assert!(out.contains("What the widget should be."), "{out}");
+    assert!(
+        out.contains("size") && out.contains("How big the widget is."),
+        "{out}"
+    );
+    let crds = product_crds();
+    cluster
+        .ok(&["apply", "-f", crds.to_str().expect("utf-8 path")])
+        .await;
+    let out = cluster
+        .ok(&["explain", "deploymenttemplate.spec.template"])
+        .await;
+    assert!(out.contains("FIELD: template"), "{out}");
+    cluster.stop().await;
+}
+
+#[tokio::test]
+async fn events_from_the_events_api_show_up_in_kubectl_get_events() {
+    let Some(cluster) =
+        Cluster::start("events_from_the_events_api_show_up_in_kubectl_get_events").await
+    else {
+        return;
+    };
+    let event = "apiVersion: events.k8s.io/v1\nkind: Event\nmetadata:\n  name: demo.1\n  namespace: default\neventTime: \"2026-01-01T00:00:00.000000Z\"\nreportingController: radwasm\nreportingInstance: radwasm-0\naction: Deploy\nreason: Deploying\ntype: Normal\nnote: started a Radius deployment\nregarding:\n  apiVersion: radapp.io/v1alpha3\n  kind: DeploymentTemplate\n  name: demo\n  namespace: default\n";
+    cluster
+        .run_with_stdin(&["create", "-f", "-"], Some(event))
+        .await
+        .ok("create of an events.k8s.io/v1 Event");
+    let core = cluster.get_json(&["events"]).await;
+    let items = core["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 1, "{core}");
+    assert_eq!(items[0]["apiVersion"], "v1");
+    assert_eq!(items[0]["message"], "started a Radius deployment");
+    assert_eq!(items[0]["involvedObject"]["name"], "demo");
+    assert_eq!(items[0]["reportingComponent"], "radwasm");
+    let table = cluster.ok(&["get", "events"]).await;
+    assert!(table.contains("Deploying"), "{table}");
+    cluster.stop().await;
+}
