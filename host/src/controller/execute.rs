@@ -188,6 +188,11 @@ pub fn failure_fields(
         "conditions".into(),
         serde_json::to_value(conditions).unwrap_or(Value::Null),
     );
+    // The failure is about this generation: clients waiting for the outcome
+    // of their change (kubectl wait, `radwasm dev`) must see it as current.
+    if let Some(generation) = generation {
+        fields.insert("observedGeneration".into(), json!(generation));
+    }
     fields
 }
 
@@ -249,5 +254,6 @@ mod tests {
         assert_eq!(fields["message"], "plan rejected at action 2");
         assert_eq!(fields["conditions"][0]["reason"], "PlanRejected");
         assert_eq!(fields["conditions"][0]["status"], "False");
+        assert_eq!(fields["observedGeneration"], 3);
     }
 }

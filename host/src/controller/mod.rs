@@ -11,7 +11,7 @@ mod template;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::Api;
@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::crd::{DeploymentResource, DeploymentTemplate};
 use crate::metrics::Metrics;
-use crate::policy::PolicySlot;
+use crate::policy::{Decision, DecisionError, LoadedPolicy, PolicySlot};
 use crate::radius::RadiusClient;
 
 /// Label on every `DeploymentResource`: the uid of its owner template, so a
@@ -191,6 +191,31 @@ pub async fn run(ctx: Arc<Context>, options: Options, shutdown: CancellationToke
         });
 
     tokio::join!(template_controller, resource_controller);
+}
+
+/// Ask the guest off the async workers, on tokio's blocking pool. A guest
+/// may burn its whole fuel budget before it is stopped, which must not stall
+/// the watches; and WASI's synchronous host calls (a trapping Rust guest
+/// writes its panic message to stderr) block on the runtime, which tokio only
+/// allows outside its worker threads. Gives back the observation for the
+/// guard rails and how long the decision took; an error only if the decision
+/// task itself panicked (a host bug), which fails this one object.
+async fn decide<O, P>(
+    policy: &LoadedPolicy,
+    observation: O,
+    ask: fn(&LoadedPolicy, &O) -> Result<Decision<P>, DecisionError>,
+) -> Result<(Result<Decision<P>, DecisionError>, O, Duration), tokio::task::JoinError>
+where
+    O: Send + 'static,
+    P: Send + 'static,
+{
+    let guest = policy.clone();
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let decision = ask(&guest, &observation);
+        (decision, observation, started.elapsed())
+    })
+    .await
 }
 
 /// The requeue a plan asked for, or the periodic resync.

@@ -3,7 +3,6 @@
 //! resource it stands for.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -14,8 +13,9 @@ use serde_json::{Map, Value, json};
 use super::execute::{
     emit, failure_fields, merge_conditions, patch_status, policy_ref, set_finalizer,
 };
-use super::{Context, Error, REJECTED_RETRY, guard, observe, requeue};
+use super::{Context, Error, REJECTED_RETRY, decide, guard, observe, requeue};
 use crate::crd::{DeploymentResource, ResourceOperation};
+use crate::policy::{DecisionError, LoadedPolicy};
 use crate::radius::{DeleteStart, OperationKind, Rejection, ResumeToken};
 
 const KIND: &str = "DeploymentResource";
@@ -61,12 +61,23 @@ async fn reconcile_inner(object: &DeploymentResource, ctx: &Context) -> Result<A
     let status = object.status.clone().unwrap_or_default();
 
     let policy = ctx.policy.current();
-    let started = Instant::now();
-    let decision = policy.decide_resource(&observation);
-    ctx.metrics
-        .observe_decision("resource", policy.display_name(), started.elapsed());
-    let failure = match &decision {
-        Err(error) => {
+    let (decision, observation) =
+        match decide(&policy, observation, LoadedPolicy::decide_resource).await {
+            Ok((decision, observation, took)) => {
+                ctx.metrics
+                    .observe_decision("resource", policy.display_name(), took);
+                (decision, Some(observation))
+            }
+            Err(error) => (
+                Err(DecisionError::Trap {
+                    policy: policy.display_name(),
+                    detail: format!("the decision task failed: {error}"),
+                }),
+                None,
+            ),
+        };
+    let failure = match (&decision, &observation) {
+        (Err(error), _) => {
             ctx.metrics
                 .decision_failures
                 .get_or_create(&crate::metrics::FailureLabels {
@@ -79,17 +90,20 @@ async fn reconcile_inner(object: &DeploymentResource, ctx: &Context) -> Result<A
                 "PolicyFailed",
             ))
         }
-        Ok(decision) => guard::check_resource_plan(&observation, &decision.plan.actions)
-            .err()
-            .map(|violation| {
-                (
-                    format!(
-                        "policy {} returned a rejected plan: {violation}",
-                        policy.display_name()
-                    ),
-                    "PlanRejected",
-                )
-            }),
+        (Ok(_), None) => None,
+        (Ok(decision), Some(observation)) => {
+            guard::check_resource_plan(observation, &decision.plan.actions)
+                .err()
+                .map(|violation| {
+                    (
+                        format!(
+                            "policy {} returned a rejected plan: {violation}",
+                            policy.display_name()
+                        ),
+                        "PlanRejected",
+                    )
+                })
+        }
     };
     if let Some((message, reason)) = failure {
         tracing::warn!(resource = %key(object), %message);

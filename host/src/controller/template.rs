@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -16,10 +15,13 @@ use super::execute::{
     self, emit, failure_fields, merge_conditions, patch_status, policy_ref, set_finalizer,
 };
 use super::observe::{self, SpecTexts};
-use super::{Context, Error, OWNER_NAME_LABEL, OWNER_UID_LABEL, REJECTED_RETRY, guard, requeue};
+use super::{
+    Context, Error, OWNER_NAME_LABEL, OWNER_UID_LABEL, REJECTED_RETRY, decide, guard, requeue,
+};
 use crate::crd::{
     DeploymentResource, DeploymentResourceSpec, DeploymentTemplate, ResourceOperation,
 };
+use crate::policy::LoadedPolicy;
 use crate::radius::{DeploymentRequest, OperationKind, Rejection, ResumeToken};
 
 const KIND: &str = "DeploymentTemplate";
@@ -66,11 +68,26 @@ async fn reconcile_inner(object: &DeploymentTemplate, ctx: &Context) -> Result<A
     let observation = observe::template(object, ctx, &spec, &spec_hash).await?;
 
     let policy = ctx.policy.current();
-    let started = Instant::now();
-    let decision = policy.decide_template(&observation);
-    ctx.metrics
-        .observe_decision("template", policy.display_name(), started.elapsed());
     let status = object.status.clone().unwrap_or_default();
+    let (decision, observation, took) =
+        match decide(&policy, observation, LoadedPolicy::decide_template).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                let message = format!("policy {} could not decide: {error}", policy.display_name());
+                return fail(
+                    ctx,
+                    &api,
+                    object,
+                    &status.conditions,
+                    &message,
+                    "PolicyFailed",
+                    &policy,
+                )
+                .await;
+            }
+        };
+    ctx.metrics
+        .observe_decision("template", policy.display_name(), took);
     let decision = match decision {
         Ok(decision) => decision,
         Err(error) => {
