@@ -20,6 +20,9 @@ pub const VERSION: &str = "v1alpha3";
 
 /// A Bicep-compiled ARM template to deploy through Radius, with its
 /// parameters and the scopes to deploy into.
+// Several printer columns share `type_ = "string"`; clippy mistakes that
+// for a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "radapp.io",
@@ -162,6 +165,7 @@ pub struct DeploymentTemplateStatus {
 
 /// One Radius resource produced by a `DeploymentTemplate`; deleting it
 /// deletes the Radius resource (when this template put it there).
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "radapp.io",

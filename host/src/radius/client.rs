@@ -194,7 +194,7 @@ impl RadiusClient {
             .send(reqwest::Method::PUT, &path, Some(&body), &what)
             .await?;
         match answer.status {
-            200 | 201 | 202 => Ok(self.token(
+            200..=202 => Ok(self.token(
                 OperationKind::Deployment,
                 resource_id,
                 request.subject,
