@@ -61,4 +61,28 @@ fn every_manifest_in_deploy_is_valid_yaml_with_a_kind() {
     assert!(checked >= 6, "only {checked} manifests found under deploy/");
 }
 
+#[test]
+fn the_controller_deployment_passes_only_arguments_radwasm_accepts() {
+    let text = std::fs::read_to_string(repo().join("deploy/controller.yaml")).expect("readable");
+    let deployment: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+    let args: Vec<String> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_sequence()
+        .expect("the controller container has args")
+        .iter()
+        .map(|a| a.as_str().expect("string argument").to_string())
+        .collect();
+    assert_eq!(args.first().map(String::as_str), Some("run"));
+    // Clap reads arguments in order, so an unknown one fails before --help.
+    let output = Command::new(env!("CARGO_BIN_EXE_radwasm"))
+        .args(&args)
+        .arg("--help")
+        .output()
+        .expect("run radwasm");
+    assert!(
+        output.status.success(),
+        "deploy/controller.yaml passes {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 use serde::Deserialize;
