@@ -3,11 +3,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Event;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, CustomResourceExt};
 use radwasm::crd::{
     DeploymentResource, DeploymentTemplate, DeploymentTemplateSpec, ProviderConfig, ProviderEntry,
@@ -83,15 +86,13 @@ impl System {
 
     /// Start `radwasm run` against the stand-ins.
     pub fn start_controller(&mut self) {
-        let log = std::fs::File::create(
-            self.dir.path().join(format!(
+        let log = std::fs::File::create(self.dir.path().join(format!(
                 "controller-{}.log",
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_nanos())
                     .unwrap_or(0)
-            )),
-        )
+            )))
         .expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_radwasm"))
             .arg("run")
@@ -108,6 +109,13 @@ impl System {
             .spawn()
             .expect("start radwasm run");
         self.controller = Some(child);
+    }
+
+    /// Whether the controller process is still running.
+    pub fn controller_running(&mut self) -> bool {
+        self.controller
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
     }
 
     /// SIGKILL the controller (no graceful shutdown).
@@ -162,6 +170,52 @@ impl System {
 
     pub fn templates(&self) -> Api<DeploymentTemplate> {
         Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub fn templates_in(&self, namespace: &str) -> Api<DeploymentTemplate> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Create a namespace (the API server requires one before objects in it).
+    pub async fn create_namespace(&self, name: &str) {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let mut namespace = Namespace::default();
+        namespace.metadata.name = Some(name.to_string());
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("create namespace");
+    }
+
+    /// Record every phase the template named `name` goes through, as seen
+    /// by a watch (so short-lived phases are not missed between polls).
+    pub fn record_phases(&self, name: &str) -> PhaseRecorder {
+        let phases = Arc::new(Mutex::new(Vec::<String>::new()));
+        let task = {
+            let phases = phases.clone();
+            let name = name.to_string();
+            let stream = watcher(
+                self.templates(),
+                watcher::Config::default().fields(&format!("metadata.name={name}")),
+            )
+            .default_backoff()
+            .applied_objects();
+            tokio::spawn(async move {
+                let mut stream = std::pin::pin!(stream);
+                while let Some(event) = stream.next().await {
+                    let Ok(template) = event else { continue };
+                    let Some(phase) = template.status.and_then(|s| s.phrase) else {
+                        continue;
+                    };
+                    if let Ok(mut phases) = phases.lock()
+                        && phases.last() != Some(&phase)
+                    {
+                        phases.push(phase);
+                    }
+                }
+            })
+        };
+        PhaseRecorder { phases, task }
     }
 
     pub fn resources(&self) -> Api<DeploymentResource> {
@@ -266,6 +320,25 @@ impl System {
         out
     }
 
+    /// Wait until an Event about `name` with `reason` is recorded; all
+    /// events about it so far.
+    pub async fn wait_event(&self, name: &str, reason: &str) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let events = self.events_for(name).await;
+            if events.iter().any(|e| e.starts_with(reason)) {
+                return events;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{name}: no {reason} event; events: {events:?}\n--- controller log ---\n{}",
+                    self.logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn shutdown(mut self) {
         self.kill_controller();
         if let Some(radius) = self.radius.take() {
@@ -283,6 +356,24 @@ impl Drop for System {
     }
 }
 
+/// The phases a template went through, in order (repeats collapsed).
+pub struct PhaseRecorder {
+    phases: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PhaseRecorder {
+    pub fn phases(&self) -> Vec<String> {
+        self.phases.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for PhaseRecorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// A fixture template's JSON text.
 pub fn fixture(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -292,6 +383,15 @@ pub fn fixture(name: &str) -> String {
 }
 
 pub fn template(name: &str, template: &str, parameters: &str) -> DeploymentTemplate {
+    template_in(NS, name, template, parameters)
+}
+
+pub fn template_in(
+    namespace: &str,
+    name: &str,
+    template: &str,
+    parameters: &str,
+) -> DeploymentTemplate {
     let mut object = DeploymentTemplate::new(
         name,
         DeploymentTemplateSpec {
@@ -308,7 +408,7 @@ pub fn template(name: &str, template: &str, parameters: &str) -> DeploymentTempl
             }),
         },
     );
-    object.metadata.namespace = Some(NS.to_string());
+    object.metadata.namespace = Some(namespace.to_string());
     object
 }
 

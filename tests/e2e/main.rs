@@ -1,6 +1,7 @@
-//! End-to-end scenarios: the real `radwasm run` process against the embedded
-//! API server and the Radius simulator over HTTP (issue 5). Each scenario
-//! uses its own namespace-free stand-ins so they run in parallel.
+//! End-to-end scenarios: the real `radwasm run` and `radwasm dev` processes
+//! against the embedded API server and the Radius simulator over HTTP
+//! (issue 5). Each scenario starts its own stand-ins so they run in parallel.
 
+mod dev;
 mod harness;
 mod scenarios;

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use radwasm::crd::DeploymentTemplate;
 use serde_json::json;
 
-use crate::harness::{System, fixture, id, template};
+use crate::harness::{System, fixture, id, template, template_in};
 
 const TEMPLATE_FINALIZER: &str = "radapp.io/deployment-template-finalizer";
 const RESOURCE_FINALIZER: &str = "radapp.io/deployment-resource-finalizer";
@@ -90,6 +90,10 @@ async fn a_template_becomes_ready_with_one_owned_resource_per_output() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(system.radius().stats().deployment_puts, 1);
+    // Progress is reported through Kubernetes Events.
+    for reason in ["DeploymentStarted", "DeploymentSucceeded"] {
+        system.wait_event("app", reason).await;
+    }
     system.shutdown().await;
 }
 
@@ -104,8 +108,17 @@ async fn changed_parameters_redeploy_once_and_the_diff_is_cleaned_up() {
         ))
         .await;
     system.wait_phase("env", "Ready").await;
-    assert_eq!(system.owned("env").await.len(), 1);
+    let before = system.owned("env").await;
+    assert_eq!(before.len(), 1);
+    assert_eq!(before[0].spec.id, id("environments", "blue-env"));
+    let blue_object = before[0].metadata.name.clone().expect("name");
 
+    // A slow Radius delete keeps the removed resource draining for a while.
+    system
+        .radius()
+        .faults()
+        .set_delete_duration(Duration::from_secs(1));
+    let phases = system.record_phases("env");
     system
         .templates()
         .patch(
@@ -115,29 +128,54 @@ async fn changed_parameters_redeploy_once_and_the_diff_is_cleaned_up() {
         )
         .await
         .expect("patch parameters");
-    let ready = system.wait_phase("env", "Ready").await;
+    system
+        .wait_template("env", "Ready with only green owned", |t| {
+            t.and_then(|t| t.status.as_ref())
+                .and_then(|s| s.phrase.as_deref())
+                == Some("Ready")
+                && t.is_some_and(|t| {
+                    t.metadata.generation == t.status.as_ref().and_then(|s| s.observed_generation)
+                })
+                && phases.phases().iter().any(|p| p == "ReadyPendingCleanup")
+        })
+        .await;
+    let ready = system.templates().get("env").await.expect("template");
     assert_eq!(
         ready.status.expect("status").output_resources,
         vec![id("environments", "green-env")]
     );
-    // The blue environment's DeploymentResource drains (deleting it deletes
-    // the Radius resource), then only green is left.
-    system
-        .wait_template("env", "one owned resource", |_| true)
-        .await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let owned = system.owned("env").await;
-        if owned.len() == 1 && owned[0].spec.id == id("environments", "green-env") {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{owned:#?}\n{}",
-            system.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // The diff: green's DeploymentResource was added, blue's removed (its
+    // deletion deleted the Radius resource), and the template reported
+    // ReadyPendingCleanup while blue drained, then Ready.
+    let owned = system.owned("env").await;
+    assert_eq!(owned.len(), 1, "{owned:#?}");
+    assert_eq!(owned[0].spec.id, id("environments", "green-env"));
+    assert!(
+        system
+            .resources()
+            .get_opt(&blue_object)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert_eq!(
+        radius_ids(&system),
+        vec![id("environments", "green-env").to_ascii_lowercase()]
+    );
+    let seen = phases.phases();
+    let cleanup = seen
+        .iter()
+        .position(|p| p == "ReadyPendingCleanup")
+        .expect("ReadyPendingCleanup observed");
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("Ready"),
+        "phases after the change: {seen:?}"
+    );
+    assert!(
+        !seen[..cleanup].iter().any(|p| p == "Failed"),
+        "phases after the change: {seen:?}"
+    );
     assert_eq!(
         system.radius().stats().deployment_puts,
         2,
@@ -207,10 +245,10 @@ async fn a_failed_deployment_is_reported_and_a_fixed_spec_recovers() {
         message.contains("DeploymentFailed") && message.contains("could not be pulled"),
         "{message}"
     );
-    let events = system.events_for("app").await;
+    let events = system.wait_event("app", "DeploymentFailed").await;
     assert!(
-        events.iter().any(|e| e.contains("DeploymentFailed")),
-        "{events:?}"
+        events.iter().any(|e| e.contains("could not be pulled")),
+        "the Radius error is in the event: {events:?}"
     );
 
     // Fixing the spec (any change: a new generation) deploys again.
@@ -240,6 +278,26 @@ async fn deleting_a_template_deletes_radius_resources_in_a_safe_order() {
     system.wait_phase("app", "Ready").await;
     assert_eq!(radius_ids(&system).len(), 3);
 
+    // Someone removes the container from Radius behind the controller's back:
+    // its DELETE will answer 404, which counts as done.
+    let container = id("containers", "output-resources-container");
+    system.radius().faults().set_delete_duration(Duration::ZERO);
+    let response = reqwest::Client::new()
+        .delete(format!(
+            "{}{container}?api-version=2023-10-01-preview",
+            system.radius().base_url()
+        ))
+        .send()
+        .await
+        .expect("out-of-band delete");
+    assert!(response.status().is_success(), "{}", response.status());
+    assert_eq!(radius_ids(&system).len(), 2);
+    system
+        .radius()
+        .faults()
+        .set_delete_duration(Duration::from_millis(100));
+    let deletes_before = system.radius().stats().deleted.len();
+
     system
         .templates()
         .delete("app", &DeleteParams::default())
@@ -252,10 +310,13 @@ async fn deleting_a_template_deletes_radius_resources_in_a_safe_order() {
         radius_ids(&system)
     );
     assert!(system.owned("app").await.is_empty());
-    let order: Vec<String> = system
-        .radius()
-        .stats()
-        .deleted
+    let stats = system.radius().stats();
+    assert!(
+        stats.deletes_for(&container) >= 2,
+        "the controller asked Radius to delete the gone container too (and got 404)"
+    );
+    // The controller's deletes, in the order Radius received them.
+    let order: Vec<String> = stats.deleted[deletes_before..]
         .iter()
         .map(|id| id.to_ascii_lowercase())
         .collect();
@@ -309,53 +370,71 @@ async fn a_killed_controller_resumes_the_same_operation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_fails_the_template_naming_the_field_without_calling_radius() {
     let system = System::start(&[]).await;
-    system.create(&template("broken", "{ not json", "")).await;
-    let mut bad_params = template("params", &fixture("env.json"), r#"{"name": "blue"}"#);
-    bad_params.metadata.name = Some("params".into());
-    system.create(&bad_params).await;
-    let mut outside = template(
-        "outside",
-        &fixture("deploymenttemplate-withresources.json"),
-        "",
-    );
-    if let Some(radius) = outside
-        .spec
-        .provider_config
-        .as_mut()
-        .and_then(|p| p.radius.as_mut())
-    {
-        radius.value.scope = "/subscriptions/0000/resourceGroups/prod".into();
+    let good_template = fixture("deploymenttemplate-withresources.json");
+    let with_scope = |name: &str, scope: &str| {
+        let mut object = template(name, &good_template, "");
+        if let Some(radius) = object
+            .spec
+            .provider_config
+            .as_mut()
+            .and_then(|p| p.radius.as_mut())
+        {
+            radius.value.scope = scope.into();
+        }
+        object
+    };
+    let mut no_provider = template("no-provider", &good_template, "");
+    no_provider.spec.provider_config = None;
+    let cases = [
+        (template("broken", "{ not json", ""), "spec.template"),
+        (
+            template("params", &fixture("env.json"), r#"{"name": "blue"}"#),
+            "spec.parameters",
+        ),
+        (
+            template("params-array", &fixture("env.json"), r#"["blue"]"#),
+            "spec.parameters",
+        ),
+        (no_provider, "spec.providerConfig"),
+        (with_scope("no-scope", ""), "spec.providerConfig"),
+        (
+            with_scope("bad-scope", "/planes/radius/local/groups/default"),
+            "spec.providerConfig",
+        ),
+        (
+            with_scope("outside", "/subscriptions/0000/resourceGroups/prod"),
+            "spec.providerConfig",
+        ),
+    ];
+    for (object, _) in &cases {
+        system.create(object).await;
     }
-    system.create(&outside).await;
-    // A good template next to them still works.
-    system
-        .create(&template(
-            "good",
-            &fixture("deploymenttemplate-withresources.json"),
-            "",
-        ))
-        .await;
-
-    for (name, field) in [
-        ("broken", "spec.template"),
-        ("params", "spec.parameters"),
-        ("outside", "spec.providerConfig"),
-    ] {
-        let failed = system.wait_phase(name, "Failed").await;
+    for (object, field) in &cases {
+        let name = object.metadata.name.clone().expect("name");
+        let failed = system.wait_phase(&name, "Failed").await;
         let message = failed.status.and_then(|s| s.message).unwrap_or_default();
         assert!(message.contains(field), "{name}: {message}");
-        let events = system.events_for(name).await;
-        assert!(
-            events.iter().any(|e| e.contains("InvalidSpec")),
-            "{name}: {events:?}"
+        system.wait_event(&name, "InvalidSpec").await;
+    }
+    assert_eq!(
+        system.radius().stats().requests,
+        0,
+        "no Radius call for bad input"
+    );
+
+    // The controller keeps serving: a good template next to them deploys.
+    system.create(&template("good", &good_template, "")).await;
+    system.wait_phase("good", "Ready").await;
+    assert_eq!(system.radius().stats().deployment_puts, 1);
+    for (object, _) in &cases {
+        let name = object.metadata.name.clone().expect("name");
+        let still = system.templates().get(&name).await.expect("get");
+        assert_eq!(
+            still.status.and_then(|s| s.phrase).as_deref(),
+            Some("Failed"),
+            "{name}"
         );
     }
-    system.wait_phase("good", "Ready").await;
-    assert_eq!(
-        system.radius().stats().deployment_puts,
-        1,
-        "only the good template reached Radius"
-    );
     system.shutdown().await;
 }
 
@@ -485,5 +564,93 @@ async fn the_guardrail_policy_changes_the_outcome_with_the_same_binary() {
         .await;
     system.wait_phase("env", "Ready").await;
     assert_eq!(system.radius().stats().deployment_puts, 1);
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_for_one_namespace_leaves_the_others_alone() {
+    let system = System::start(&["--namespace", "team-a"]).await;
+    system.create_namespace("team-a").await;
+    system.create_namespace("team-b").await;
+    let body = fixture("deploymenttemplate-withresources.json");
+    // team-b's template first: by the time team-a's is Ready, the controller
+    // would long since have touched team-b's had it been watching it.
+    system
+        .templates_in("team-b")
+        .create(
+            &PostParams::default(),
+            &template_in("team-b", "other", &body, ""),
+        )
+        .await
+        .expect("create in team-b");
+    system
+        .templates_in("team-a")
+        .create(
+            &PostParams::default(),
+            &template_in("team-a", "mine", &body, ""),
+        )
+        .await
+        .expect("create in team-a");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mine = system
+            .templates_in("team-a")
+            .get("mine")
+            .await
+            .expect("get");
+        if mine.status.as_ref().and_then(|s| s.phrase.as_deref()) == Some("Ready") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "team-a/mine not Ready: {:?}\n{}",
+            mine.status,
+            system.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let other = system
+        .templates_in("team-b")
+        .get("other")
+        .await
+        .expect("get");
+    assert!(other.status.is_none(), "{:?}", other.status);
+    assert!(other.finalizers().is_empty(), "{:?}", other.finalizers());
+    assert_eq!(system.radius().stats().deployment_puts, 1);
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misbehaving_policy_fails_only_the_objects_it_misjudged() {
+    let misbehaving = format!("{}/misbehaving-policy.wasm", env!("RADWASM_GUEST_DIR"));
+    let mut system = System::start(&["--policy", &misbehaving]).await;
+    annotated(&system, "spins", &[("radwasm.test/misbehave", "loop")]).await;
+    annotated(&system, "traps", &[("radwasm.test/misbehave", "trap")]).await;
+    for name in ["spins", "traps"] {
+        let failed = system.wait_phase(name, "Failed").await;
+        let status = failed.status.expect("status");
+        let message = status.message.unwrap_or_default();
+        assert!(
+            message.contains("policy misbehaving@0.0.0 could not decide"),
+            "{name}: {message}"
+        );
+        assert_eq!(
+            status.policy.map(|p| p.name),
+            Some("misbehaving".to_string())
+        );
+        system.wait_event(name, "PolicyFailed").await;
+    }
+    // The host survived both, and still decides for other objects.
+    assert!(system.controller_running(), "{}", system.logs());
+    annotated(&system, "counts", &[("radwasm.test/misbehave", "count")]).await;
+    system
+        .wait_template("counts", "a decision from a fresh instance", |t| {
+            t.and_then(|t| t.status.as_ref())
+                .and_then(|s| s.message.as_deref())
+                == Some("decisions in this instance: 1")
+        })
+        .await;
+    assert_eq!(system.radius().stats().requests, 0);
     system.shutdown().await;
 }

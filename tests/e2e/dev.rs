@@ -1,0 +1,214 @@
+//! `radwasm dev`, the README's main command, run as a user runs it: it
+//! starts its own API server and Radius simulator on loopback, applies the
+//! manifests, reports, and exits with a code that says how it went.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::Api;
+use radwasm::crd::DeploymentTemplate;
+
+/// A running `radwasm dev` with its output collected line by line.
+struct Dev {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    output: Vec<String>,
+    _dir: tempfile::TempDir,
+    kubeconfig: std::path::PathBuf,
+}
+
+impl Dev {
+    fn start(args: &[&str], manifests: &[(&str, &str)]) -> Dev {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("dev.kubeconfig");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_radwasm"));
+        command
+            .arg("dev")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .current_dir(dir.path())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (name, text) in manifests {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).expect("write manifest");
+            command.arg(path);
+        }
+        let mut child = command.spawn().expect("start radwasm dev");
+        let stdout = child.stdout.take().expect("stdout");
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Dev {
+            child,
+            lines,
+            output: Vec::new(),
+            _dir: dir,
+            kubeconfig,
+        }
+    }
+
+    /// Read output until a line contains `text`; false if it exited first.
+    fn read_until(&mut self, text: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) => {
+                    let found = line.contains(text);
+                    self.output.push(line);
+                    if found {
+                        return true;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+        false
+    }
+
+    /// Wait for the process to exit (killing it after `limit`); all output.
+    fn finish(mut self, limit: Duration) -> (ExitStatus, String) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "radwasm dev did not exit within {limit:?}\n{}",
+                    self.output.join("\n")
+                );
+            }
+            while let Ok(line) = self.lines.try_recv() {
+                self.output.push(line);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // The reader thread ends when the pipe closes.
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            self.output.push(line);
+        }
+        (status, self.output.join("\n"))
+    }
+
+    fn terminate(&self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[test]
+fn dev_without_arguments_deploys_the_bundled_example_and_exits_0() {
+    let dev = Dev::start(&[], &[]);
+    let (status, output) = dev.finish(Duration::from_secs(120));
+    assert!(status.success(), "{status:?}\n{output}");
+    assert!(output.contains("all 1 templates Ready"), "{output}");
+    // Live progress: the phase change, the DeploymentResources, Radius.
+    assert!(output.contains("template default/demo: Ready"), "{output}");
+    assert_eq!(
+        output.matches("+ DeploymentResource default/").count(),
+        3,
+        "{output}"
+    );
+    assert!(
+        output.contains("radius: 1 deployment(s) started"),
+        "{output}"
+    );
+    // The summary table.
+    let row = output
+        .lines()
+        .find(|l| l.starts_with("default/demo "))
+        .unwrap_or_else(|| panic!("no summary row\n{output}"));
+    assert!(row.contains("Ready"), "{row}");
+}
+
+#[test]
+fn dev_exits_non_zero_naming_the_failed_template_and_its_message() {
+    // The documented bad example: its template is not JSON.
+    let bad = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/examples/instance-bad.yaml"
+    ))
+    .expect("deploy/examples/instance-bad.yaml");
+    let dev = Dev::start(&[], &[("bad.yaml", &bad)]);
+    let (status, output) = dev.finish(Duration::from_secs(120));
+    assert_eq!(status.code(), Some(1), "{output}");
+    let verdict = output
+        .lines()
+        .find(|l| l.starts_with("template default/bad-template Failed:"))
+        .unwrap_or_else(|| panic!("no verdict line\n{output}"));
+    assert!(verdict.contains("spec.template"), "{verdict}");
+}
+
+#[test]
+fn dev_times_out_non_zero_naming_what_is_not_ready() {
+    // Radius takes longer than the timeout allows.
+    let dev = Dev::start(&["--timeout", "2s", "--radius-deploy-time", "30s"], &[]);
+    let (status, output) = dev.finish(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(1), "{output}");
+    assert!(output.contains("timed out after"), "{output}");
+    assert!(output.contains("not Ready: default/demo"), "{output}");
+}
+
+#[test]
+fn dev_stay_serves_kubectl_until_sigterm() {
+    let mut dev = Dev::start(&["--stay"], &[]);
+    assert!(
+        dev.read_until("staying up", Duration::from_secs(90)),
+        "{}",
+        dev.output.join("\n")
+    );
+    let printed = dev.output.join("\n");
+    assert!(
+        printed.contains(&dev.kubeconfig.display().to_string()),
+        "{printed}"
+    );
+    // Drive it through the kubeconfig it wrote, as kubectl would.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let phase = runtime.block_on(async {
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(&dev.kubeconfig).expect("read kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("config");
+        let client = Client::try_from(config).expect("client");
+        let templates: Api<DeploymentTemplate> = Api::namespaced(client, "default");
+        templates
+            .get("demo")
+            .await
+            .expect("get demo")
+            .status
+            .and_then(|s| s.phrase)
+    });
+    assert_eq!(phase.as_deref(), Some("Ready"));
+    dev.terminate();
+    let (status, output) = dev.finish(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}\n{output}");
+}
