@@ -41,6 +41,8 @@ pub struct Change {
     pub object: Arc<Value>,
     /// The object before the change (for selector transitions).
     pub old: Option<Arc<Value>>,
+    /// `object` serialised once, shared by every watcher that sends it as stored.
+    pub wire: std::sync::OnceLock<String>,
 }
 
 /// How a delete propagates to dependents.
@@ -150,10 +152,17 @@ impl Store {
         namespace: Option<&str>,
         filter: &Filter,
     ) -> Vec<(Key, Arc<Value>)> {
+        // Keys sort by group, plural, namespace, name: scan only the range.
+        let start = Key {
+            group: kind.group.clone(),
+            plural: kind.plural.clone(),
+            namespace: namespace.unwrap_or("").to_string(),
+            name: String::new(),
+        };
         self.objects
-            .iter()
-            .filter(|(k, _)| k.group == kind.group && k.plural == kind.plural)
-            .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+            .range(start..)
+            .take_while(|(k, _)| k.group == kind.group && k.plural == kind.plural)
+            .take_while(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
             .filter(|(_, v)| filter.matches(v))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
@@ -201,6 +210,7 @@ impl Store {
             change,
             object: object.clone(),
             old,
+            wire: std::sync::OnceLock::new(),
         });
         self.history.push_back(event.clone());
         while self.history.len() > self.history_limit {
