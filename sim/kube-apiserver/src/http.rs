@@ -110,6 +110,15 @@ async fn body_json(request: Request) -> Result<(HeaderMap, Value), ApiError> {
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
+    if content_type.contains("protobuf") || content_type.contains("cbor") {
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type:?}; the embedded API server does not decode protobuf or CBOR, see docs/apiserver.md)"
+            ),
+        ));
+    }
     let value = if content_type.contains("yaml") {
         serde_yaml::from_slice::<Value>(&bytes)
             .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?

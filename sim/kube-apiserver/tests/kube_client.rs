@@ -400,3 +400,268 @@ async fn a_watcher_survives_dropped_watches_and_expired_history() {
     follower.abort();
     server.shutdown().await;
 }
+
+fn owned_by(name: &str, owner: &DynamicObject) -> DynamicObject {
+    let mut child = widget(name, 1);
+    child.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "example.com/v1".into(),
+            kind: "Widget".into(),
+            name: owner.name_any(),
+            uid: owner.uid().expect("uid"),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+    ]);
+    child
+}
+
+#[tokio::test]
+async fn foreground_deletion_waits_for_dependents_and_deletecollection_honours_selectors() {
+    let (server, client) = server().await;
+    let api = widgets(&client).await;
+    let owner = api
+        .create(&PostParams::default(), &widget("owner", 1))
+        .await
+        .expect("owner");
+    let mut held = owned_by("held-child", &owner);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held)
+        .await
+        .expect("child");
+
+    api.delete("owner", &DeleteParams::foreground())
+        .await
+        .expect("delete");
+    let owner_now = api
+        .get("owner")
+        .await
+        .expect("owner waits for its dependents");
+    assert!(owner_now.metadata.deletion_timestamp.is_some());
+    assert!(
+        owner_now
+            .finalizers()
+            .contains(&"foregroundDeletion".to_string()),
+        "{:?}",
+        owner_now.finalizers()
+    );
+    let child_now = api.get("held-child").await.expect("held by its finalizer");
+    assert!(
+        child_now.metadata.deletion_timestamp.is_some(),
+        "GC deleted the dependent"
+    );
+
+    api.patch(
+        "held-child",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release child");
+    assert!(api.get_opt("held-child").await.expect("get").is_none());
+    assert!(
+        api.get_opt("owner").await.expect("get").is_none(),
+        "the owner goes once its last dependent is gone"
+    );
+
+    for (name, team) in [("a", "red"), ("b", "red"), ("c", "blue")] {
+        let mut w = widget(name, 1);
+        w.metadata.labels = Some([("team".to_string(), team.to_string())].into());
+        api.create(&PostParams::default(), &w)
+            .await
+            .expect("create");
+    }
+    api.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("team=red"),
+    )
+    .await
+    .expect("deletecollection");
+    let left: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|w| w.name_any())
+        .collect();
+    assert_eq!(left, ["c"]);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn watches_send_bookmarks_end_at_their_timeout_and_answer_410_for_expired_versions() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("one".into());
+    let created = api
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    let rv = created.resource_version().expect("rv");
+
+    let params = kube::api::WatchParams::default().timeout(2);
+    let events: Vec<_> = tokio::time::timeout(
+        Duration::from_secs(30),
+        api.watch(&params, "0")
+            .await
+            .expect("watch")
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the watch ends at its timeoutSeconds");
+    let events: Vec<_> = events.into_iter().map(|e| e.expect("event")).collect();
+    assert!(
+        matches!(events.first(), Some(kube::api::WatchEvent::Added(cm)) if cm.name_any() == "one"),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, kube::api::WatchEvent::Bookmark(b) if !b.metadata.resource_version.is_empty())),
+        "{events:?}"
+    );
+
+    // History is forgotten after one more change: `rv` is now too old.
+    let mut two = ConfigMap::default();
+    two.metadata.name = Some("two".into());
+    api.create(&PostParams::default(), &two)
+        .await
+        .expect("create");
+    server.faults().expire_history();
+    let mut stale = api.watch(&params, &rv).await.expect("watch").boxed();
+    let first = tokio::time::timeout(Duration::from_secs(30), stale.next())
+        .await
+        .expect("an answer")
+        .expect("one event")
+        .expect("decoded");
+    assert!(
+        matches!(first, kube::api::WatchEvent::Error(ref e) if e.code == 410 && e.reason == "Expired"),
+        "{first:?}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn server_side_apply_needs_a_field_manager_and_merges_into_the_object() {
+    let (server, client) = server().await;
+    let api = widgets(&client).await;
+    let applied = api
+        .patch(
+            "w1",
+            &PatchParams::apply("tester"),
+            &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "w1"}, "spec": {"size": 1}})),
+        )
+        .await
+        .expect("apply creates");
+    assert_eq!(applied.data["spec"]["size"], 1);
+    let applied = api
+        .patch(
+            "w1",
+            &PatchParams::apply("tester"),
+            &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "w1"}, "spec": {"color": "red"}})),
+        )
+        .await
+        .expect("apply merges");
+    assert_eq!(applied.data["spec"]["size"], 1);
+    assert_eq!(applied.data["spec"]["color"], "red");
+    assert_eq!(applied.metadata.generation, Some(2));
+
+    let request = http::Request::patch("/apis/example.com/v1/namespaces/default/widgets/w1")
+        .header("content-type", "application/apply-patch+yaml")
+        .body(b"{\"spec\": {\"size\": 2}}".to_vec())
+        .expect("request");
+    let error = client
+        .request::<DynamicObject>(request)
+        .await
+        .expect_err("no fieldManager");
+    assert!(
+        matches!(error, kube::Error::Api(ref e) if e.code == 422 && e.message.contains("fieldManager")),
+        "{error:?}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn leases_and_recorded_events_are_served_like_the_real_server() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    let (server, client) = server().await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let mut lease = Lease::default();
+    lease.metadata.name = Some("radwasm-leader".into());
+    lease.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+        holder_identity: Some("pod-a".into()),
+        lease_duration_seconds: Some(15),
+        ..Default::default()
+    });
+    let created = leases
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("lease");
+    let mut taken = created.clone();
+    taken.spec.as_mut().expect("spec").holder_identity = Some("pod-b".into());
+    leases
+        .replace("radwasm-leader", &PostParams::default(), &taken)
+        .await
+        .expect("take over");
+    let stale = leases
+        .replace("radwasm-leader", &PostParams::default(), &created)
+        .await
+        .expect_err("a second candidate with the old version loses");
+    assert!(
+        matches!(stale, kube::Error::Api(ref e) if e.code == 409),
+        "{stale:?}"
+    );
+
+    // kube-rs's Recorder writes events.k8s.io/v1; kubectl reads core/v1.
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("subject".into());
+    let subject = Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("cm");
+    let recorder = Recorder::new(client.clone(), Reporter::from("radwasm"));
+    recorder
+        .publish(
+            &Event {
+                type_: EventType::Warning,
+                reason: "DeployFailed".into(),
+                note: Some("Radius said no".into()),
+                action: "Deploy".into(),
+                secondary: None,
+            },
+            &kube::Resource::object_ref(&subject, &()),
+        )
+        .await
+        .expect("publish");
+    let core: Api<CoreEvent> = Api::namespaced(client, "default");
+    let events = core.list(&ListParams::default()).await.expect("events");
+    assert_eq!(events.items.len(), 1);
+    let event = &events.items[0];
+    assert_eq!(event.message.as_deref(), Some("Radius said no"));
+    assert_eq!(event.involved_object.name.as_deref(), Some("subject"));
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn errors_are_status_objects_shaped_like_the_real_servers() {
+    let (server, client) = server().await;
+    let request = http::Request::get("/api/v1/namespaces/default/configmaps/missing")
+        .body(Vec::new())
+        .expect("request");
+    let error = client.request::<ConfigMap>(request).await.expect_err("404");
+    let kube::Error::Api(status) = error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(status.code, 404);
+    assert_eq!(status.reason, "NotFound");
+    assert_eq!(status.message, "configmaps \"missing\" not found");
+    server.shutdown().await;
+}
