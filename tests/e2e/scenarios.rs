@@ -654,3 +654,53 @@ async fn a_misbehaving_policy_fails_only_the_objects_it_misjudged() {
     assert_eq!(system.radius().stats().requests, 0);
     system.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_left_running_before_its_status_write_is_followed_not_failed() {
+    // As if a controller PUT the deployment and died before recording it:
+    // Radius is still running this spec's deployment when the template is
+    // reconciled, and answers the new PUT 409 DeploymentActive.
+    let system = System::start_with(&[], Duration::from_secs(2)).await;
+    let object = template("app", &fixture("deploymenttemplate-withresources.json"), "");
+    let spec = radwasm::controller::observe::spec_texts(&object);
+    let hash = radwasm::controller::observe::spec_hash(&spec);
+    let name = format!("app-{}", &hash[..12]);
+    system.radius().ensure_resource_group("default");
+    let template: serde_json::Value = serde_json::from_str(&spec.template).expect("template");
+    let provider: serde_json::Value =
+        serde_json::from_str(&spec.provider_config).expect("provider config");
+    let response = reqwest::Client::new()
+        .put(format!(
+            "{}{}/providers/Microsoft.Resources/deployments/{name}?api-version=2020-10-01",
+            system.radius().base_url(),
+            crate::harness::SCOPE
+        ))
+        .json(&json!({"properties": {
+            "template": template,
+            "parameters": {},
+            "providerConfig": provider,
+            "mode": "Incremental",
+        }}))
+        .send()
+        .await
+        .expect("PUT the deployment");
+    assert!(response.status().is_success(), "{}", response.status());
+
+    let phases = system.record_phases("app");
+    system.create(&object).await;
+    system.wait_phase("app", "Ready").await;
+    assert!(
+        !phases.phases().iter().any(|p| p == "Failed"),
+        "{:?}\n{}",
+        phases.phases(),
+        system.logs()
+    );
+    let stats = system.radius().stats();
+    assert_eq!(stats.deployments_succeeded, 1, "one deployment ran");
+    assert_eq!(
+        stats.deployment_puts_for(&name),
+        stats.deployment_puts,
+        "every PUT was of this spec's deployment"
+    );
+    system.shutdown().await;
+}

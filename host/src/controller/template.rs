@@ -25,6 +25,8 @@ use crate::policy::LoadedPolicy;
 use crate::radius::{DeploymentRequest, OperationKind, Rejection, ResumeToken};
 
 const KIND: &str = "DeploymentTemplate";
+/// ARM's answer to a PUT of a deployment whose previous run is still active.
+const DEPLOYMENT_ACTIVE: &str = "DeploymentActive";
 
 pub async fn reconcile(
     object: Arc<DeploymentTemplate>,
@@ -158,6 +160,11 @@ async fn reconcile_inner(object: &DeploymentTemplate, ctx: &Context) -> Result<A
                 }
             }
             TemplateAction::StartDeployment(start) => {
+                if already_deploying(&api, object, &spec_hash).await? {
+                    // Our cache had not yet seen our own earlier write; the
+                    // watch brings it and reconciles again.
+                    return Ok(Action::requeue(std::time::Duration::from_secs(1)));
+                }
                 let token = start_deployment(
                     ctx,
                     object,
@@ -213,6 +220,27 @@ async fn reconcile_inner(object: &DeploymentTemplate, ctx: &Context) -> Result<A
     Ok(requeue(requeue_ms))
 }
 
+/// Whether the API server (not our cache) already records a deployment for
+/// this object: an operation in flight, or this very spec deployed. The
+/// watch cache can lag our own status write by a reconcile or two under
+/// load, and a deployment is the one effect that must not be repeated, so
+/// this one read is made before every deployment is started.
+async fn already_deploying(
+    api: &Api<DeploymentTemplate>,
+    object: &DeploymentTemplate,
+    spec_hash: &str,
+) -> Result<bool, Error> {
+    let fresh = api
+        .get_opt(&object.name_any())
+        .await
+        .map_err(Error::kube("re-read the template before deploying"))?;
+    let Some(fresh) = fresh else {
+        return Ok(true);
+    };
+    let status = fresh.status.unwrap_or_default();
+    Ok(status.operation.is_some() || status.status_hash.as_deref() == Some(spec_hash))
+}
+
 fn operation_json(token: &ResumeToken, kind: &str) -> Value {
     serde_json::to_value(ResourceOperation {
         resume_token: token.encode(),
@@ -240,6 +268,23 @@ async fn start_deployment(
     match ctx.radius.start_deployment(&request).await {
         Ok(token) => Ok(token),
         Err(error) if error.is_transient() => Err(error.into()),
+        Err(crate::radius::RadiusError::Arm {
+            status: 409, code, ..
+        }) if code == DEPLOYMENT_ACTIVE && names_this_spec(name, spec_hash) => {
+            // The deployment's name carries the spec hash, so the one still
+            // running is this spec's, started by us before a crash or a lost
+            // status write: follow it (polling the deployment itself)
+            // instead of failing.
+            tracing::info!(template = %key(object), deployment = %name, "deployment already running; following it");
+            Ok(ResumeToken {
+                kind: OperationKind::Deployment,
+                resource_id: format!("{scope}/providers/Microsoft.Resources/deployments/{name}"),
+                async_operation: None,
+                location: None,
+                subject: spec_hash.to_string(),
+                rejected: None,
+            })
+        }
         Err(error) => {
             // Refused outright (bad template, missing parameter...): record
             // it as a failed operation so the policy decides what it means.
@@ -247,6 +292,12 @@ async fn start_deployment(
             Ok(rejected_token(spec_hash, scope, name, &error))
         }
     }
+}
+
+/// Whether a deployment name carries this spec's hash (the default policy
+/// names deployments `{template}-{first 12 of the spec hash}`).
+fn names_this_spec(name: &str, spec_hash: &str) -> bool {
+    spec_hash.len() >= 12 && name.ends_with(&spec_hash[..12])
 }
 
 fn rejected_token(
