@@ -88,38 +88,43 @@ fn sanitize(text: &str) -> String {
     out.trim_matches('-').to_string()
 }
 
-/// 64-bit FNV-1a: tiny, stable across builds and platforms.
-/// A set of Radius ids compared case-insensitively. Ids share long prefixes
-/// (`/planes/radius/local/resourceGroups/...`), so entries are found by a
-/// hash of the lower-cased id first and compared in full only on a hit.
+/// A set of Radius ids compared case-insensitively, borrowing the ids.
+/// Ids share long prefixes (`/planes/radius/local/resourceGroups/...`), so
+/// entries are found by a hash of the id's case-folded tail first and
+/// compared in full only on a hit. Hashing and comparing go eight bytes at a
+/// time: in a wasm guest a byte loop costs one metered instruction a byte.
 #[derive(Debug, Default, Clone)]
-pub struct IdSet {
-    entries: Vec<(u64, String)>,
+pub struct IdSet<'a> {
+    entries: Vec<(u64, &'a str)>,
 }
 
-impl IdSet {
+impl<'a> IdSet<'a> {
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Add `id`; returns false if an equal id (ignoring case) was present.
-    pub fn insert(&mut self, id: &str) -> bool {
-        if self.contains(id) {
+    pub fn insert(&mut self, id: &'a str) -> bool {
+        let hash = fold_hash(id);
+        if self.find(hash, id) {
             return false;
         }
-        self.entries.push((fold_hash(id), id.to_string()));
+        self.entries.push((hash, id));
         true
     }
 
     pub fn contains(&self, id: &str) -> bool {
-        let hash = fold_hash(id);
+        self.find(fold_hash(id), id)
+    }
+
+    fn find(&self, hash: u64, id: &str) -> bool {
         self.entries
             .iter()
-            .any(|(h, entry)| *h == hash && entry.eq_ignore_ascii_case(id))
+            .any(|(h, entry)| *h == hash && eq_ignore_ascii_case_fast(entry, id))
     }
 }
 
-impl<'a> FromIterator<&'a str> for IdSet {
+impl<'a> FromIterator<&'a str> for IdSet<'a> {
     fn from_iter<I: IntoIterator<Item = &'a str>>(iter: I) -> Self {
         let mut set = IdSet::new();
         for id in iter {
@@ -129,17 +134,53 @@ impl<'a> FromIterator<&'a str> for IdSet {
     }
 }
 
-/// FNV-1a of the length and the last 32 ASCII-lower-cased bytes (ids differ
-/// at the end, in the type and name), without allocating.
+/// Sets bit 5 of every byte: folds ASCII upper case onto lower case. It also
+/// folds a few punctuation pairs (`@`/`` ` ``, `[`/`{`, ...), which is fine
+/// for a hash; equality is decided by [`eq_ignore_ascii_case_fast`].
+const CASE_BITS: u64 = 0x2020_2020_2020_2020;
+
+/// Hash of the length and the last 32 bytes, case-folded (ids differ at the
+/// end, in the type and name), without allocating.
 fn fold_hash(id: &str) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ id.len() as u64;
-    for byte in id.bytes().rev().take(32) {
-        hash ^= u64::from(byte.to_ascii_lowercase());
+    let bytes = id.as_bytes();
+    let tail = &bytes[bytes.len().saturating_sub(32)..];
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ bytes.len() as u64;
+    let mut words = tail.chunks_exact(8);
+    for word in &mut words {
+        hash ^= word_at(word) | CASE_BITS;
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
+    }
+    for byte in words.remainder() {
+        hash ^= u64::from(byte | 0x20);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
     hash
 }
 
+fn word_at(chunk: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(chunk);
+    u64::from_le_bytes(word)
+}
+
+/// `a.eq_ignore_ascii_case(b)`, comparing eight bytes at a time and falling
+/// back to a byte comparison only for words that differ (ids almost always
+/// agree in case, so that is rare).
+pub fn eq_ignore_ascii_case_fast(a: &str, b: &str) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut left = a.as_bytes().chunks_exact(8);
+    let mut right = b.as_bytes().chunks_exact(8);
+    for (x, y) in (&mut left).zip(&mut right) {
+        if word_at(x) != word_at(y) && !x.eq_ignore_ascii_case(y) {
+            return false;
+        }
+    }
+    left.remainder().eq_ignore_ascii_case(right.remainder())
+}
+
+/// 64-bit FNV-1a: tiny, stable across builds and platforms.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in bytes {
@@ -189,6 +230,32 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn id_sets_ignore_ascii_case_and_nothing_else() {
+        let lower = format!("{SCOPE}/providers/applications.core/containers/front_end");
+        let upper = lower.to_uppercase();
+        let mut set = IdSet::new();
+        assert!(set.insert(&lower));
+        assert!(!set.insert(&upper), "same id in another case");
+        assert!(set.contains(&upper));
+        // Same length, differing only by characters the hash folds together.
+        let at = format!("{SCOPE}/providers/A.B/c/x@y");
+        let grave = format!("{SCOPE}/providers/A.B/c/x`y");
+        assert!(set.insert(&at));
+        assert!(set.insert(&grave), "@ and ` are different characters");
+        assert!(!set.contains(&format!("{SCOPE}/providers/A.B/c/x_y")));
+        // Prefixes and every tail length around the 8-byte words.
+        for cut in 1..lower.len() {
+            assert!(!set.contains(&lower[..cut]), "prefix of {cut} bytes");
+            assert_eq!(
+                eq_ignore_ascii_case_fast(&lower[..cut], &upper[..cut]),
+                lower[..cut].eq_ignore_ascii_case(&upper[..cut])
+            );
+        }
+        assert!(!eq_ignore_ascii_case_fast("abcdefgh-1", "abcdefgh-2"));
+        assert!(!eq_ignore_ascii_case_fast("abcdefgX", "abcdefgY"));
     }
 
     #[test]

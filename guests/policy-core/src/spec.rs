@@ -189,6 +189,18 @@ pub fn deployment_scope(provider_config: &str) -> Result<String, SpecError> {
             problem: "is missing; it must name the Radius scope in radius.value.scope".to_string(),
         });
     }
+    // Fast path: the usual shape read straight into borrowed fields. Any
+    // other shape goes through the JSON tree below, which names the problem.
+    if let Ok(ProviderConfigScope {
+        radius:
+            Some(RadiusProvider {
+                value: Some(RadiusValue { scope: Some(scope) }),
+            }),
+    }) = serde_json::from_str::<ProviderConfigScope<'_>>(provider_config)
+        && is_radius_group_scope(&scope)
+    {
+        return Ok(scope.into_owned());
+    }
     let value = parse(FIELD, provider_config)?;
     let scope = match value.pointer("/radius/value/scope") {
         Some(Value::String(scope)) => scope.clone(),
@@ -214,6 +226,25 @@ pub fn deployment_scope(provider_config: &str) -> Result<String, SpecError> {
         });
     }
     Ok(scope)
+}
+
+/// `{"radius": {"value": {"scope": "..."}}}`, other fields ignored.
+#[derive(serde::Deserialize)]
+struct ProviderConfigScope<'a> {
+    #[serde(borrow)]
+    radius: Option<RadiusProvider<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct RadiusProvider<'a> {
+    #[serde(borrow)]
+    value: Option<RadiusValue<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct RadiusValue<'a> {
+    #[serde(borrow)]
+    scope: Option<std::borrow::Cow<'a, str>>,
 }
 
 fn is_radius_group_scope(scope: &str) -> bool {

@@ -388,7 +388,7 @@ fn converge(
     plan: &mut TemplatePlanner,
 ) -> (TemplatePhase, String) {
     let owned = &observation.owned_resources;
-    // Ids compare case-insensitively. Lower-case each once and use sets:
+    // Ids compare case-insensitively. Hashed sets avoid comparing every pair:
     // ids share long prefixes, so pairwise comparison is slow in wasm.
     let owned_ids: IdSet = owned.iter().map(|r| r.radius_id.as_str()).collect();
     let wanted_ids: IdSet = ids.iter().map(String::as_str).collect();
