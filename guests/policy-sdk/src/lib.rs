@@ -30,6 +30,14 @@ pub use radwasm_policy_model as model;
 #[doc(hidden)]
 pub mod convert;
 
+pub mod arena;
+
+/// Every guest built with the SDK (feature `arena`, on by default) allocates
+/// from a bump arena: the host gives each decision a fresh instance.
+#[cfg(all(feature = "arena", target_arch = "wasm32"))]
+#[global_allocator]
+static ALLOCATOR: arena::DecisionArena = arena::DecisionArena::new();
+
 /// Bindings generated from `wit/policy.wit`.
 #[doc(hidden)]
 pub mod bindings {
