@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use radwasm_policy_model as model;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
+};
 
 use super::bindings::Policy;
 use super::bindings::exports::radapp::policy::{metadata, resource_policy, template_policy};
@@ -127,11 +129,19 @@ impl PolicyEngine {
             // pages every time, and refaulting them costs more than the memset
             // (docs/benchmarks.md has the figures).
             .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
-            .table_keep_resident(TABLE_KEEP_RESIDENT);
+            .table_keep_resident(TABLE_KEEP_RESIDENT)
+            // Where the kernel can tell which pages a guest dirtied (Linux
+            // 6.7+, PAGEMAP_SCAN), reset only those instead of the whole
+            // resident prefix.
+            .pagemap_scan(Enabled::Auto);
 
         let mut config = Config::new();
         config
             .wasm_component_model(true)
+            // Guests make plain synchronous calls; without the async
+            // component-model machinery every call into a guest (and every
+            // `cabi_realloc` while lowering the observation) is cheaper.
+            .concurrency_support(false)
             .consume_fuel(true)
             // RADWASM_PERFMAP=1 writes /tmp/perf-PID.map so `perf` can name
             // guest functions (docs/policy-runtime.md).
