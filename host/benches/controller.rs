@@ -1,0 +1,574 @@
+//! Controller benchmarks (issue 5), measured on the real `radwasm run`
+//! process against the local stand-ins over loopback HTTP:
+//!
+//! * `time-to-ready`: from applying a `DeploymentTemplate` until its `Ready`
+//!   condition is observed through a watch, for Radius deployments taking
+//!   T = 0.2 s, 1 s and 5 s; once with the default policy's polling and once
+//!   with polling on a fixed 5-second interval (the shipped Radius controller).
+//! * `scale`: 1,000 templates of 3 resources each, applied at once, until all
+//!   are Ready; wall time and the controller's peak RSS (`VmHWM`).
+//!
+//! ```sh
+//! cargo bench -p radwasm --bench controller -- time-to-ready [--reps 5]
+//! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000]
+//! ```
+//!
+//! The stand-ins run in this process on 127.0.0.1 and stop with it; the
+//! controller is a separate process so its memory is its own. See
+//! `docs/benchmarks.md` for figures and how the baseline is measured.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use radwasm::crd::{
+    DeploymentResource, DeploymentTemplate, DeploymentTemplateSpec, ProviderConfig, ProviderEntry,
+    ProviderValue,
+};
+use tokio::sync::watch;
+
+const TEMPLATE: &str = include_str!("fixtures/three-resources.json");
+const SCOPE: &str = "/planes/radius/local/resourceGroups/bench";
+const NAMESPACE: &str = "default";
+
+struct Options {
+    benches: Vec<String>,
+    reps: usize,
+    templates: usize,
+    deploy_ms: u64,
+    apply_concurrency: usize,
+}
+
+fn options() -> anyhow::Result<Options> {
+    let mut options = Options {
+        benches: Vec::new(),
+        reps: 5,
+        templates: 1000,
+        deploy_ms: 1000,
+        apply_concurrency: 16,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut number = |name: &str| -> anyhow::Result<u64> {
+            args.next()
+                .with_context(|| format!("{name} needs a value"))?
+                .parse()
+                .with_context(|| format!("{name} takes a whole number"))
+        };
+        match arg.as_str() {
+            // cargo bench passes --bench to every bench binary.
+            "--bench" => {}
+            "--reps" => options.reps = number("--reps")? as usize,
+            "--templates" => options.templates = number("--templates")? as usize,
+            "--deploy-ms" => options.deploy_ms = number("--deploy-ms")?,
+            "--apply-concurrency" => {
+                options.apply_concurrency = number("--apply-concurrency")?.max(1) as usize
+            }
+            "time-to-ready" | "scale" => options.benches.push(arg),
+            other => bail!(
+                "unknown argument {other:?}; use time-to-ready, scale, --reps N, --templates N, --deploy-ms N, --apply-concurrency N"
+            ),
+        }
+    }
+    if options.benches.is_empty() {
+        options.benches = vec!["time-to-ready".into(), "scale".into()];
+    }
+    Ok(options)
+}
+
+fn main() -> ExitCode {
+    let result = options().and_then(|options| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async {
+            for bench in &options.benches {
+                match bench.as_str() {
+                    "time-to-ready" => time_to_ready(&options).await?,
+                    _ => scale(&options).await?,
+                }
+            }
+            anyhow::Ok(())
+        })
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("benchmark failed: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The stand-ins, a client, and what a watch has seen become Ready.
+struct Stage {
+    apiserver: radwasm_sim_apiserver::ApiServer,
+    radius: radwasm_sim_radius::RadiusSim,
+    client: Client,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    seen: Arc<Mutex<Seen>>,
+    changes: watch::Receiver<u64>,
+    watches: Vec<tokio::task::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Template name → when its Ready condition (for its generation) was seen.
+    templates_ready: HashMap<String, Instant>,
+    /// DeploymentResources seen in phase Ready.
+    resources_ready: HashSet<String>,
+}
+
+impl Stage {
+    async fn start(deploy: Duration, retry_after_secs: u64) -> anyhow::Result<Stage> {
+        let apiserver =
+            radwasm_sim_apiserver::start(radwasm_sim_apiserver::ApiServerConfig::default()).await?;
+        let radius = radwasm_sim_radius::start(radwasm_sim_radius::SimConfig {
+            deploy_duration: deploy,
+            delete_duration: Duration::from_millis(100),
+            retry_after_secs,
+            ..Default::default()
+        })
+        .await?;
+        let dir = tempfile::tempdir()?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        apiserver.write_kubeconfig(&kubeconfig)?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::from_yaml(&apiserver.kubeconfig_yaml())?,
+            &Default::default(),
+        )
+        .await?;
+        let client = Client::try_from(config)?;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in [DeploymentTemplate::crd(), DeploymentResource::crd()] {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .context("installing the CRDs")?;
+        }
+
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (notify, changes) = watch::channel(0u64);
+        let notify = Arc::new(notify);
+        let templates: Api<DeploymentTemplate> = Api::all(client.clone());
+        let resources: Api<DeploymentResource> = Api::all(client.clone());
+        let template_watch = {
+            let (seen, notify) = (seen.clone(), notify.clone());
+            tokio::spawn(async move {
+                let mut stream = watcher(templates, watcher::Config::default())
+                    .default_backoff()
+                    .applied_objects()
+                    .boxed();
+                while let Some(event) = stream.next().await {
+                    let Ok(template) = event else { continue };
+                    if is_ready(&template) {
+                        let now = Instant::now();
+                        if let Ok(mut seen) = seen.lock() {
+                            seen.templates_ready
+                                .entry(template.name_any())
+                                .or_insert(now);
+                        }
+                        notify.send_modify(|n| *n += 1);
+                    }
+                }
+            })
+        };
+        let resource_watch = {
+            let (seen, notify) = (seen.clone(), notify.clone());
+            tokio::spawn(async move {
+                let mut stream = watcher(resources, watcher::Config::default())
+                    .default_backoff()
+                    .applied_objects()
+                    .boxed();
+                while let Some(event) = stream.next().await {
+                    let Ok(resource) = event else { continue };
+                    let ready =
+                        resource.status.as_ref().and_then(|s| s.phrase.as_deref()) == Some("Ready");
+                    if ready {
+                        if let Ok(mut seen) = seen.lock() {
+                            seen.resources_ready.insert(resource.name_any());
+                        }
+                        notify.send_modify(|n| *n += 1);
+                    }
+                }
+            })
+        };
+        Ok(Stage {
+            apiserver,
+            radius,
+            client,
+            dir,
+            kubeconfig,
+            seen,
+            changes,
+            watches: vec![template_watch, resource_watch],
+        })
+    }
+
+    fn controller(&self) -> anyhow::Result<ControllerProcess> {
+        ControllerProcess::start(&self.kubeconfig, &self.radius.base_url(), self.dir.path())
+    }
+
+    async fn apply(&self, name: &str) -> anyhow::Result<()> {
+        let templates: Api<DeploymentTemplate> = Api::namespaced(self.client.clone(), NAMESPACE);
+        templates
+            .create(&PostParams::default(), &template(name))
+            .await
+            .with_context(|| format!("creating template {name}"))?;
+        Ok(())
+    }
+
+    /// Wait until `done` holds for what the watches have seen.
+    async fn wait(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut done: impl FnMut(&Seen) -> bool,
+    ) -> anyhow::Result<()> {
+        let mut changes = self.changes.clone();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            changes.borrow_and_update();
+            let finished = match self.seen.lock() {
+                Ok(seen) => done(&seen),
+                Err(_) => bail!("the watch task panicked"),
+            };
+            if finished {
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => bail!("the watches stopped while waiting for {what}"),
+                Err(_) => bail!("timed out after {timeout:?} waiting for {what}"),
+            }
+        }
+    }
+
+    fn ready_at(&self, name: &str) -> Option<Instant> {
+        self.seen
+            .lock()
+            .ok()
+            .and_then(|seen| seen.templates_ready.get(name).copied())
+    }
+
+    async fn stop(self) {
+        for task in &self.watches {
+            task.abort();
+        }
+        self.radius.shutdown().await;
+        self.apiserver.shutdown().await;
+    }
+}
+
+/// Ready condition True for the current generation.
+fn is_ready(template: &DeploymentTemplate) -> bool {
+    let generation = template.metadata.generation;
+    template.status.as_ref().is_some_and(|status| {
+        status.observed_generation == generation
+            && status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
+fn template(name: &str) -> DeploymentTemplate {
+    let mut object = DeploymentTemplate::new(
+        name,
+        DeploymentTemplateSpec {
+            template: TEMPLATE.to_string(),
+            parameters: serde_json::json!({"name": {"value": name}}).to_string(),
+            provider_config: Some(ProviderConfig {
+                radius: Some(ProviderEntry {
+                    kind: "Radius".into(),
+                    value: ProviderValue {
+                        scope: SCOPE.into(),
+                    },
+                }),
+                ..Default::default()
+            }),
+        },
+    );
+    object.metadata.namespace = Some(NAMESPACE.to_string());
+    object
+}
+
+/// `radwasm run` as a child process.
+struct ControllerProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl ControllerProcess {
+    fn start(kubeconfig: &Path, radius_url: &str, dir: &Path) -> anyhow::Result<Self> {
+        let log = dir.join("controller.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_radwasm"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--radius-url")
+            .arg(radius_url)
+            .arg("--metrics-address")
+            .arg("127.0.0.1:0")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .context("starting radwasm run")?;
+        Ok(Self { child, log })
+    }
+
+    fn proc_status(&self, field: &str) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+
+    /// Peak resident set size so far, in KiB.
+    fn peak_rss_kib(&self) -> Option<u64> {
+        self.proc_status("VmHWM:")
+    }
+
+    /// User + system CPU seconds so far.
+    fn cpu_seconds(&self) -> Option<f64> {
+        cpu_seconds(&self.child.id().to_string())
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// SIGTERM, then wait (SIGKILL after 20 s).
+    fn stop(mut self) -> anyhow::Result<()> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                if !status.success() {
+                    bail!("controller exited with {status}:\n{}", self.log_tail());
+                }
+                return Ok(());
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                let _ = self.child.kill();
+                bail!("controller did not stop within 20 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// User + system CPU seconds of a process so far (USER_HZ = 100 on Linux).
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // Fields 14 and 15 of stat(5); the slice starts at field 3.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+/// From apply to Ready, per Radius operation duration, for both polling modes.
+async fn time_to_ready(options: &Options) -> anyhow::Result<()> {
+    let stage = Stage::start(Duration::from_millis(200), 0).await?;
+    let controller = stage.controller()?;
+    // Warm-up: the controller's first watches, the resource group, the first decisions.
+    stage.apply("warm-up").await?;
+    stage
+        .wait("warm-up Ready", Duration::from_secs(60), |seen| {
+            seen.templates_ready.contains_key("warm-up")
+        })
+        .await
+        .with_context(|| controller.log_tail())?;
+
+    println!(
+        "time to Ready: apply until the Ready condition is observed (ms), {} runs each",
+        options.reps
+    );
+    println!("| polling | T | min | median | max | median − T |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    // Radius' Retry-After is the only difference between the two modes: 0
+    // leaves the pace to the default policy (its 100 ms floor); 5 makes the
+    // same policy poll every 5 s, the fixed interval of the shipped Radius
+    // controller.
+    for (mode, tag, retry_after_secs) in [
+        ("radwasm default policy", "adaptive", 0),
+        ("fixed 5 s (baseline)", "fixed5s", 5),
+    ] {
+        stage.radius.faults().set_retry_after_secs(retry_after_secs);
+        for deploy_ms in [200u64, 1000, 5000] {
+            let deploy = Duration::from_millis(deploy_ms);
+            stage.radius.faults().set_deploy_duration(deploy);
+            let mut samples = Vec::new();
+            for rep in 0..options.reps {
+                let name = format!("ttr-{tag}-{deploy_ms}-{rep}");
+                let started = Instant::now();
+                stage.apply(&name).await?;
+                stage
+                    .wait(&format!("{name} Ready"), Duration::from_secs(60), |seen| {
+                        seen.templates_ready.contains_key(&name)
+                    })
+                    .await
+                    .with_context(|| controller.log_tail())?;
+                let ready = stage.ready_at(&name).context("ready time recorded")?;
+                samples.push(ready.duration_since(started));
+            }
+            samples.sort();
+            let median = samples[samples.len() / 2];
+            println!(
+                "| {mode} | {:.1} s | {:.0} | {:.0} | {:.0} | {:+.0} |",
+                deploy.as_secs_f64(),
+                ms(samples[0]),
+                ms(median),
+                ms(samples[samples.len() - 1]),
+                ms(median) - ms(deploy),
+            );
+        }
+    }
+    let stats = stage.radius.stats();
+    println!(
+        "radius: {} deployment PUTs for {} templates",
+        stats.deployment_puts,
+        1 + 6 * options.reps
+    );
+    controller.stop()?;
+    stage.stop().await;
+    Ok(())
+}
+
+/// Many templates at once: wall time to all Ready, and the controller's peak RSS.
+async fn scale(options: &Options) -> anyhow::Result<()> {
+    let count = options.templates;
+    let deploy = Duration::from_millis(options.deploy_ms);
+    let stage = Stage::start(deploy, 0).await?;
+    let controller = stage.controller()?;
+    stage.apply("warm-up").await?;
+    stage
+        .wait("warm-up Ready", Duration::from_secs(60), |seen| {
+            seen.templates_ready.contains_key("warm-up")
+        })
+        .await
+        .with_context(|| controller.log_tail())?;
+    let rss_before = controller.peak_rss_kib().unwrap_or(0);
+    let cpu_before = controller.cpu_seconds().unwrap_or(0.0);
+    let stand_ins_before = cpu_seconds("self").unwrap_or(0.0);
+
+    println!(
+        "scale: {count} templates x 3 resources, Radius deployment {} ms, applied {} at a time",
+        options.deploy_ms, options.apply_concurrency
+    );
+    let started = Instant::now();
+    let names: Vec<String> = (0..count).map(|i| format!("scale-{i:05}")).collect();
+    futures::stream::iter(names.iter().map(|name| stage.apply(name)))
+        .buffer_unordered(options.apply_concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let applied = started.elapsed();
+    println!("  applied in {:.2} s", applied.as_secs_f64());
+
+    let progress = {
+        let seen = stage.seen.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let (templates, resources) = seen
+                    .lock()
+                    .map(|s| {
+                        (
+                            s.templates_ready
+                                .keys()
+                                .filter(|n| n.starts_with("scale-"))
+                                .count(),
+                            s.resources_ready.len(),
+                        )
+                    })
+                    .unwrap_or_default();
+                println!(
+                    "  {:>5.1} s: {templates} templates Ready, {resources} DeploymentResources Ready",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        })
+    };
+    let timeout = Duration::from_secs(600);
+    let waited = stage
+        .wait("every template Ready", timeout, |seen| {
+            seen.templates_ready
+                .keys()
+                .filter(|n| n.starts_with("scale-"))
+                .count()
+                == count
+        })
+        .await;
+    let templates_ready = started.elapsed();
+    let waited = match waited {
+        Ok(()) => {
+            stage
+                .wait("every DeploymentResource Ready", timeout, |seen| {
+                    seen.resources_ready.len() >= 3 * (count + 1)
+                })
+                .await
+        }
+        Err(error) => Err(error),
+    };
+    let resources_ready = started.elapsed();
+    progress.abort();
+    let peak = controller.peak_rss_kib();
+    let cpu = controller.cpu_seconds();
+    let stand_ins = cpu_seconds("self").unwrap_or(0.0) - stand_ins_before;
+    if let Err(error) = waited {
+        let tail = controller.log_tail();
+        let _ = controller.stop();
+        stage.stop().await;
+        return Err(error.context(tail));
+    }
+    let stats = stage.radius.stats();
+    println!(
+        "| templates | resources | all templates Ready | all DeploymentResources Ready | controller peak RSS | controller CPU | stand-ins + watches CPU | Radius PUTs |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| {count} | {} | {:.1} s | {:.1} s | {:.1} MiB (after warm-up {:.1} MiB) | {:.1} s | {stand_ins:.1} s | {} |",
+        3 * count,
+        templates_ready.as_secs_f64(),
+        resources_ready.as_secs_f64(),
+        peak.unwrap_or(0) as f64 / 1024.0,
+        rss_before as f64 / 1024.0,
+        cpu.unwrap_or(0.0) - cpu_before,
+        stats.deployment_puts,
+    );
+    controller.stop()?;
+    stage.stop().await;
+    Ok(())
+}
