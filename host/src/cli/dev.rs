@@ -269,6 +269,7 @@ async fn follow(
     let mut phases: BTreeMap<String, String> = BTreeMap::new();
     let mut seen_resources: BTreeMap<String, bool> = BTreeMap::new();
     let mut puts = 0;
+    let mut deletes = 0;
     let deadline = tokio::time::sleep(args.timeout);
     tokio::pin!(deadline);
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
@@ -313,9 +314,10 @@ async fn follow(
             }
             _ = ticker.tick() => {
                 let stats = radius.stats();
-                if stats.deployment_puts != puts {
+                if stats.deployment_puts != puts || stats.deletes != deletes {
                     puts = stats.deployment_puts;
-                    println!("{:>7.2}s  radius: {} deployment(s) started, {} resource(s) in Radius", started.elapsed().as_secs_f64(), puts, stats.resources);
+                    deletes = stats.deletes;
+                    println!("{:>7.2}s  radius: {} deployment(s) started, {} delete(s), {} resource(s) in Radius", started.elapsed().as_secs_f64(), puts, deletes, stats.resources);
                 }
             }
         }
