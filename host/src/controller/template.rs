@@ -160,7 +160,7 @@ async fn reconcile_inner(object: &DeploymentTemplate, ctx: &Context) -> Result<A
                 }
             }
             TemplateAction::StartDeployment(start) => {
-                if already_deploying(&api, object, &spec_hash).await? {
+                if already_deploying(&api, object).await? {
                     // Our cache had not yet seen our own earlier write; the
                     // watch brings it and reconciles again.
                     return Ok(Action::requeue(std::time::Duration::from_secs(1)));
@@ -220,15 +220,16 @@ async fn reconcile_inner(object: &DeploymentTemplate, ctx: &Context) -> Result<A
     Ok(requeue(requeue_ms))
 }
 
-/// Whether the API server (not our cache) already records a deployment for
-/// this object: an operation in flight, or this very spec deployed. The
+/// Whether our cache is behind the API server on what matters before a
+/// deployment: the operation in flight and the hash last deployed. The
 /// watch cache can lag our own status write by a reconcile or two under
 /// load, and a deployment is the one effect that must not be repeated, so
-/// this one read is made before every deployment is started.
+/// this one read is made before every deployment is started. (Comparing
+/// with the cache, not just looking for a recorded operation, leaves a
+/// policy free to redeploy an unchanged spec on purpose.)
 async fn already_deploying(
     api: &Api<DeploymentTemplate>,
     object: &DeploymentTemplate,
-    spec_hash: &str,
 ) -> Result<bool, Error> {
     let fresh = api
         .get_opt(&object.name_any())
@@ -237,8 +238,9 @@ async fn already_deploying(
     let Some(fresh) = fresh else {
         return Ok(true);
     };
-    let status = fresh.status.unwrap_or_default();
-    Ok(status.operation.is_some() || status.status_hash.as_deref() == Some(spec_hash))
+    let server = fresh.status.unwrap_or_default();
+    let cached = object.status.clone().unwrap_or_default();
+    Ok(server.operation != cached.operation || server.status_hash != cached.status_hash)
 }
 
 fn operation_json(token: &ResumeToken, kind: &str) -> Value {
