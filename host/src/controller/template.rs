@@ -472,3 +472,16 @@ async fn fail(
     }
     Ok(Action::requeue(REJECTED_RETRY))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_deployment_named_after_this_spec_is_followed_on_409() {
+        let hash = "0123456789abcdef0123456789abcdef";
+        assert!(names_this_spec("app-0123456789ab", hash));
+        assert!(!names_this_spec("app-fedcba987654", hash));
+        assert!(!names_this_spec("app-0123456789ab", "0123"));
+    }
+}
