@@ -704,3 +704,50 @@ async fn a_deployment_left_running_before_its_status_write_is_followed_not_faile
     );
     system.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_plan_is_rejected_before_any_effect_and_fails_only_its_template() {
+    // 1,100 output resources: the converge plan would create 1,100
+    // DeploymentResources, past the guard rails' bound of 1,024 actions.
+    let loop_of = |name: &str, prefix: &str| {
+        json!({
+            "copy": {"name": name, "count": 550},
+            "import": "Radius",
+            "type": "Applications.Core/containers@2023-10-01-preview",
+            "properties": {
+                "name": format!("[format('{prefix}-{{0}}', copyIndex())]"),
+                "properties": {"container": {"image": "nginx:1.27"}}
+            }
+        })
+    };
+    let huge = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "languageVersion": "2.1-experimental",
+        "contentVersion": "1.0.0.0",
+        "imports": {"Radius": {"provider": "Radius", "version": "latest"}},
+        "resources": {"first": loop_of("first", "a"), "second": loop_of("second", "b")}
+    });
+    let system = System::start(&[]).await;
+    system
+        .create(&template("huge", &huge.to_string(), ""))
+        .await;
+    system
+        .create(&template(
+            "small",
+            &fixture("deploymenttemplate-withresources.json"),
+            "",
+        ))
+        .await;
+    let failed = system.wait_phase("huge", "Failed").await;
+    let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(
+        message.contains("returned a rejected plan: plan rejected at action 1024")
+            && message.contains("at most 1024 actions"),
+        "{message}"
+    );
+    system.wait_event("huge", "PlanRejected").await;
+    // Nothing of the rejected plan was carried out.
+    assert!(system.owned("huge").await.is_empty());
+    system.wait_phase("small", "Ready").await;
+    system.shutdown().await;
+}
