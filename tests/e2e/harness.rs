@@ -29,6 +29,8 @@ pub struct System {
     pub kubeconfig: PathBuf,
     controller: Option<Child>,
     extra_args: Vec<String>,
+    /// Set when the controller reaches Radius through the aggregated path.
+    aggregator: Option<Aggregator>,
 }
 
 impl System {
@@ -75,9 +77,41 @@ impl System {
             kubeconfig,
             controller: None,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            aggregator: None,
         };
         system.start_controller();
         system
+    }
+
+    /// Like [`System::start`], but the controller runs as in a cluster: no
+    /// `--radius-url`, so it reaches Radius through the API server's
+    /// aggregated path `/apis/api.ucp.dev/v1alpha3`, served here by an
+    /// aggregation proxy in front of the API server and the simulator.
+    pub async fn start_aggregated() -> System {
+        let mut system = Self::start_with(&[], Duration::from_millis(300)).await;
+        system.kill_controller();
+        let apiserver = system.apiserver.as_ref().expect("apiserver").base_url();
+        let aggregator = Aggregator::start(apiserver.clone(), system.radius().base_url()).await;
+        let kubeconfig = system.dir.path().join("aggregated-kubeconfig");
+        let yaml = system
+            .apiserver
+            .as_ref()
+            .expect("apiserver")
+            .kubeconfig_yaml()
+            .replace(&apiserver, &aggregator.base_url());
+        std::fs::write(&kubeconfig, yaml).expect("write kubeconfig");
+        system.kubeconfig = kubeconfig;
+        system.aggregator = Some(aggregator);
+        system.start_controller();
+        system
+    }
+
+    /// Authorization headers the aggregation proxy saw on Radius requests.
+    pub fn radius_authorizations(&self) -> Vec<String> {
+        self.aggregator
+            .as_ref()
+            .map(|a| a.radius_authorizations())
+            .unwrap_or_default()
     }
 
     pub fn radius(&self) -> &radwasm_sim_radius::RadiusSim {
@@ -94,12 +128,12 @@ impl System {
                     .unwrap_or(0)
             )))
         .expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_radwasm"))
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--radius-url")
-            .arg(self.radius().base_url())
+        let mut command = Command::new(env!("CARGO_BIN_EXE_radwasm"));
+        command.arg("run").arg("--kubeconfig").arg(&self.kubeconfig);
+        if self.aggregator.is_none() {
+            command.arg("--radius-url").arg(self.radius().base_url());
+        }
+        let child = command
             .arg("--metrics-address")
             .arg("127.0.0.1:0")
             .args(&self.extra_args)
@@ -354,6 +388,127 @@ impl Drop for System {
     fn drop(&mut self) {
         self.kill_controller();
     }
+}
+
+/// A stand-in for the Kubernetes aggregation layer: requests under
+/// `/apis/api.ucp.dev/v1alpha3` go to the Radius simulator (which serves
+/// that prefix, as Radius does behind an APIService), everything else to
+/// the API server; bodies stream, so watches work through it.
+pub struct Aggregator {
+    addr: std::net::SocketAddr,
+    authorizations: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Clone)]
+struct AggregatorState {
+    apiserver: String,
+    radius: String,
+    client: reqwest::Client,
+    authorizations: Arc<Mutex<Vec<String>>>,
+}
+
+impl Aggregator {
+    async fn start(apiserver: String, radius: String) -> Aggregator {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the aggregation proxy");
+        let addr = listener.local_addr().expect("address");
+        let authorizations = Arc::new(Mutex::new(Vec::new()));
+        let state = AggregatorState {
+            apiserver,
+            radius,
+            client: reqwest::Client::new(),
+            authorizations: authorizations.clone(),
+        };
+        let app = axum::Router::new().fallback(aggregate).with_state(state);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Aggregator {
+            addr,
+            authorizations,
+            task,
+        }
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn radius_authorizations(&self) -> Vec<String> {
+        self.authorizations
+            .lock()
+            .map(|a| a.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Aggregator {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn aggregate(
+    axum::extract::State(state): axum::extract::State<AggregatorState>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    let target = request
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    let to_radius = target.starts_with(radwasm_sim_radius::AGGREGATED_PATH);
+    let upstream = if to_radius {
+        &state.radius
+    } else {
+        &state.apiserver
+    };
+    let (parts, body) = request.into_parts();
+    if to_radius && let Ok(mut seen) = state.authorizations.lock() {
+        seen.push(
+            parts
+                .headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    let body = axum::body::to_bytes(body, 64 << 20)
+        .await
+        .unwrap_or_default();
+    let mut forwarded = state
+        .client
+        .request(parts.method, format!("{upstream}{target}"))
+        .body(body);
+    for (name, value) in &parts.headers {
+        if name != "host" && name != "content-length" {
+            forwarded = forwarded.header(name, value);
+        }
+    }
+    let Ok(answer) = forwarded.send().await else {
+        return axum::response::Response::builder()
+            .status(502)
+            .body(axum::body::Body::empty())
+            .expect("response");
+    };
+    let mut response = axum::response::Response::builder().status(answer.status());
+    for (name, value) in answer.headers() {
+        if name != "content-length" && name != "transfer-encoding" {
+            response = response.header(name, value);
+        }
+    }
+    let stream = futures::stream::unfold(answer, |mut answer| async move {
+        match answer.chunk().await {
+            Ok(Some(bytes)) => Some((Ok::<_, std::io::Error>(bytes), answer)),
+            _ => None,
+        }
+    });
+    response
+        .body(axum::body::Body::from_stream(stream))
+        .expect("response")
 }
 
 /// The phases a template went through, in order (repeats collapsed).

@@ -751,3 +751,27 @@ async fn an_oversized_plan_is_rejected_before_any_effect_and_fails_only_its_temp
     system.wait_phase("small", "Ready").await;
     system.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_radius_url_the_controller_uses_the_aggregated_path_with_cluster_credentials() {
+    let system = System::start_aggregated().await;
+    system
+        .create(&template(
+            "app",
+            &fixture("deploymenttemplate-outputresources-1.json"),
+            "",
+        ))
+        .await;
+    system.wait_phase("app", "Ready").await;
+    assert_eq!(system.radius().stats().deployment_puts, 1);
+    let authorizations = system.radius_authorizations();
+    assert!(
+        !authorizations.is_empty(),
+        "no Radius request went through the API server path"
+    );
+    assert!(
+        authorizations.iter().all(|a| a == "Bearer radwasm-dev"),
+        "Radius requests carry the kubeconfig's credentials: {authorizations:?}"
+    );
+    system.shutdown().await;
+}
