@@ -659,8 +659,9 @@ async fn a_misbehaving_policy_fails_only_the_objects_it_misjudged() {
 async fn a_deployment_left_running_before_its_status_write_is_followed_not_failed() {
     // As if a controller PUT the deployment and died before recording it:
     // Radius is still running this spec's deployment when the template is
-    // reconciled, and answers the new PUT 409 DeploymentActive.
-    let system = System::start_with(&[], Duration::from_secs(2)).await;
+    // reconciled, and answers the new PUT 409 DeploymentActive. Long
+    // enough that the controller's PUT surely lands while it still runs.
+    let system = System::start_with(&[], Duration::from_secs(10)).await;
     let object = template("app", &fixture("deploymenttemplate-withresources.json"), "");
     let spec = radwasm::controller::observe::spec_texts(&object);
     let hash = radwasm::controller::observe::spec_hash(&spec);
