@@ -117,6 +117,14 @@ impl<'a> IdSet<'a> {
         self.find(fold_hash(id), id)
     }
 
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     fn find(&self, hash: u64, id: &str) -> bool {
         self.entries
             .iter()

@@ -14,7 +14,7 @@ use crate::plan::{DesiredTemplateStatus, TemplatePlanner, ready_condition};
 use crate::spec;
 use crate::timing::{
     CLEANUP_RECHECK_MS, DELETING_RECHECK_MS, DEPENDENCY_WAIT_MS, POLL_DEFAULT_MS,
-    POLL_ERROR_RETRY_MS, poll_after,
+    POLL_ERROR_RETRY_MS, POLL_MIN_MS, poll_after,
 };
 
 /// Decide what to do next for one template.
@@ -250,6 +250,7 @@ fn deployment_ended_badly(
 fn ready_for(phase: TemplatePhase, message: &str) -> radwasm_policy_model::Condition {
     match phase {
         TemplatePhase::Ready => ready_condition(ConditionStatus::True, "Deployed", message),
+        TemplatePhase::Updating => ready_condition(ConditionStatus::False, "Creating", message),
         _ => ready_condition(ConditionStatus::False, "PendingCleanup", message),
     }
 }
@@ -393,8 +394,13 @@ fn converge(
     let owned_ids: IdSet = owned.iter().map(|r| r.radius_id.as_str()).collect();
     let wanted_ids: IdSet = ids.iter().map(String::as_str).collect();
     let mut planned = IdSet::new();
+    let mut deferred = 0;
     for id in ids {
         if !owned_ids.contains(id) && planned.insert(id) {
+            if planned.len() > MAX_CHANGES_PER_PLAN {
+                deferred += 1;
+                continue;
+            }
             plan.push(TemplateAction::CreateResource(CreateResource {
                 name: naming::resource_object_name(id),
                 radius_id: id.clone(),
@@ -406,6 +412,18 @@ fn converge(
         .filter(|resource| !wanted_ids.contains(&resource.radius_id))
         .collect();
     delete_in_waves(&stale, plan);
+    if deferred > 0 {
+        // The rest are created by the next decisions; each new
+        // DeploymentResource also wakes the controller.
+        plan.requeue(POLL_MIN_MS);
+        return (
+            TemplatePhase::Updating,
+            format!(
+                "{} resources deployed; {deferred} DeploymentResources still to create",
+                ids.len()
+            ),
+        );
+    }
     if stale.is_empty() {
         (
             TemplatePhase::Ready,
@@ -424,6 +442,11 @@ fn converge(
     }
 }
 
+/// Most `DeploymentResource` creations, and most deletions, one plan asks
+/// for: the host refuses plans of more than 1,024 actions, so a template
+/// with more outputs than that converges over several decisions instead.
+pub const MAX_CHANGES_PER_PLAN: usize = 500;
+
 /// Delete the lowest wave still present (others, then applications, then
 /// environments); later waves wait until the earlier ones are gone.
 fn delete_in_waves(
@@ -437,10 +460,12 @@ fn delete_in_waves(
     else {
         return;
     };
-    for resource in candidates {
-        if naming::deletion_wave(&resource.radius_id) == wave && !resource.deletion_requested {
-            plan.push(TemplateAction::DeleteResource(resource.name.clone()));
-        }
+    for resource in candidates
+        .iter()
+        .filter(|r| naming::deletion_wave(&r.radius_id) == wave && !r.deletion_requested)
+        .take(MAX_CHANGES_PER_PLAN)
+    {
+        plan.push(TemplateAction::DeleteResource(resource.name.clone()));
     }
 }
 

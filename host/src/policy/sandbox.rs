@@ -154,7 +154,7 @@ impl log::Host for SandboxState {
                 cut -= 1;
             }
             message.truncate(cut);
-            message.push_str("…");
+            message.push('…');
         }
         let level = match level {
             log::Level::Trace => LogLevel::Trace,
