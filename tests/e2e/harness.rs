@@ -263,14 +263,16 @@ impl System {
             .expect("create template");
     }
 
-    /// Wait until `check` holds for the template, or fail with the state and logs.
+    /// Wait until `check` holds for the template, or fail with the state and
+    /// logs. The bound is generous (the whole suite shares two cores); it
+    /// only decides how long a broken run takes to say so.
     pub async fn wait_template(
         &self,
         name: &str,
         what: &str,
         check: impl Fn(Option<&DeploymentTemplate>) -> bool,
     ) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let current = self.templates().get_opt(name).await.expect("get template");
             if check(current.as_ref()) {

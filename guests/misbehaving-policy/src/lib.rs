@@ -10,6 +10,7 @@
 //! | `log-flood` | logs 5,000 messages (the host keeps a capped number) |
 //! | `clock` | reports the wall clock and a random number (both must be fixed) |
 //! | `count` | reports how many decisions this instance has made (must be 1) |
+//! | `oversized-plan` | returns 1,100 actions (the host's guard rails allow 1,024) |
 //!
 //! Anything else gives an empty plan. Never ship this guest.
 
@@ -89,6 +90,9 @@ impl Policy for Misbehaving {
                 Ok(report(format!("clock {now} random {hash}")))
             }
             Some("count") => Ok(report(format!("decisions in this instance: {decisions}"))),
+            Some("oversized-plan") => Ok(TemplatePlan {
+                actions: vec![TemplateAction::AddFinalizer; 1_100],
+            }),
             _ => Ok(TemplatePlan::default()),
         }
     }
