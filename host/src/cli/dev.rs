@@ -42,7 +42,8 @@ pub struct DevArgs {
     /// Give up (exit 1) if the templates are not all Ready by then.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
-    /// Where to write the kubeconfig of the embedded API server.
+    /// Where to write the kubeconfig of the embedded API server (removed
+    /// again when the sandbox stops).
     #[arg(long, default_value = "radwasm-dev.kubeconfig")]
     pub kubeconfig: PathBuf,
     /// How long the simulated Radius takes to finish a deployment.
@@ -161,6 +162,10 @@ async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let _ = controllers.await;
     radius.shutdown().await;
     apiserver.shutdown().await;
+    // The server it points to is gone; a stale kubeconfig would only confuse.
+    if let Err(error) = std::fs::remove_file(&args.kubeconfig) {
+        tracing::debug!(%error, path = %args.kubeconfig.display(), "removing the sandbox kubeconfig");
+    }
     Ok(code)
 }
 
