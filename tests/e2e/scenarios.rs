@@ -535,6 +535,72 @@ async fn hold_pauses_until_removed_and_depends_on_waits_for_ready() {
     system.shutdown().await;
 }
 
+/// Wait until the controller's log mentions `text` (bounded).
+async fn wait_for_log(system: &System, text: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !system.logs().contains(text) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the controller never logged {text:?}\n{}",
+            system.logs()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_file_replaced_under_the_running_controller_takes_over() {
+    // The policy file as a mounted ConfigMap would be: replaced whole.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy_file = dir.path().join("policy.wasm");
+    let guest = |name: &str| format!("{}/{name}.wasm", env!("RADWASM_GUEST_DIR"));
+    let replace = |bytes: &[u8]| {
+        let staged = dir.path().join("staged.wasm");
+        std::fs::write(&staged, bytes).expect("stage policy");
+        std::fs::rename(&staged, &policy_file).expect("replace policy");
+    };
+    replace(&std::fs::read(guest("default-policy")).expect("default guest"));
+    let policy_arg = policy_file.display().to_string();
+    let mut system =
+        System::start(&["--policy", &policy_arg, "--policy-reload-interval", "200ms"]).await;
+
+    // Under the default policy an untagged image ("nginx") deploys.
+    let fixture_text = fixture("deploymenttemplate-outputresources-1.json");
+    system.create(&template("before", &fixture_text, "")).await;
+    let ready = system.wait_phase("before", "Ready").await;
+    assert_eq!(
+        ready.status.and_then(|s| s.policy).map(|p| p.name),
+        Some("default".to_string())
+    );
+
+    // Same process, new file: the guardrail policy takes over.
+    replace(&std::fs::read(guest("image-tag-guardrail")).expect("guardrail guest"));
+    wait_for_log(&system, "policy replaced at run time").await;
+    system.create(&template("after", &fixture_text, "")).await;
+    let failed = system.wait_phase("after", "Failed").await;
+    assert_eq!(
+        failed.status.and_then(|s| s.policy).map(|p| p.name),
+        Some("image-tag-guardrail".to_string())
+    );
+
+    // A broken replacement is refused; the guardrail stays in charge.
+    replace(b"not a wasm component");
+    wait_for_log(&system, "new policy refused; keeping the current one").await;
+    system.create(&template("later", &fixture_text, "")).await;
+    let failed = system.wait_phase("later", "Failed").await;
+    assert_eq!(
+        failed.status.and_then(|s| s.policy).map(|p| p.name),
+        Some("image-tag-guardrail".to_string())
+    );
+    assert!(system.controller_running(), "{}", system.logs());
+    assert_eq!(
+        system.radius().stats().deployment_puts,
+        1,
+        "only \"before\" deployed"
+    );
+    system.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_guardrail_policy_changes_the_outcome_with_the_same_binary() {
     let guardrail = format!("{}/image-tag-guardrail.wasm", env!("RADWASM_GUEST_DIR"));
