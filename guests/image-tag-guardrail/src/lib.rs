@@ -147,7 +147,7 @@ fn tag_problem(image: &str) -> Option<&'static str> {
     let last_segment = image.rsplit('/').next().unwrap_or(image);
     match last_segment.rsplit_once(':') {
         None => Some("with no tag"),
-        Some((_, tag)) if tag.is_empty() => Some("with an empty tag"),
+        Some((_, "")) => Some("with an empty tag"),
         Some((_, "latest")) => Some("with the tag latest"),
         Some(_) => None,
     }
