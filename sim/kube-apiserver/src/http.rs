@@ -501,7 +501,7 @@ fn key(target: &Target) -> Key {
     }
 }
 
-fn filter_from(query: &HashMap<String, String>) -> Result<Filter, ApiError> {
+fn filter_from(target: &Target, query: &HashMap<String, String>) -> Result<Filter, ApiError> {
     let labels = Selector::parse(
         query.get("labelSelector").map(String::as_str).unwrap_or(""),
         "label",
@@ -510,12 +510,12 @@ fn filter_from(query: &HashMap<String, String>) -> Result<Filter, ApiError> {
         query.get("fieldSelector").map(String::as_str).unwrap_or(""),
         "field",
     )?;
-    fields.check_fields()?;
+    let fields = fields.check_fields(&target.kind.group, &target.kind.plural)?;
     Ok(Filter { labels, fields })
 }
 
 fn list(state: &AppState, target: &Target, query: &HashMap<String, String>) -> ApiResult {
-    let filter = filter_from(query)?;
+    let filter = filter_from(target, query)?;
     let limit: usize = query
         .get("limit")
         .and_then(|l| l.parse().ok())
@@ -858,7 +858,7 @@ fn delete_collection(
     body: Value,
     query: &HashMap<String, String>,
 ) -> ApiResult {
-    let filter = filter_from(query)?;
+    let filter = filter_from(target, query)?;
     let propagation = propagation(&body, query)?;
     let mut store = state.store.lock().expect("store lock");
     let doomed = store.list(&target.storage, target.namespace.as_deref(), &filter);
@@ -890,7 +890,7 @@ fn event_line(kind: &str, object: &Value) -> Bytes {
 }
 
 fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> ApiResult {
-    let filter = filter_from(query)?;
+    let filter = filter_from(target, query)?;
     let bookmarks = query
         .get("allowWatchBookmarks")
         .is_some_and(|b| b == "true");

@@ -1,5 +1,6 @@
-//! Label selectors (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`) and the
-//! field selectors every kind supports (`metadata.name`, `metadata.namespace`).
+//! Label selectors (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`) and field
+//! selectors: `metadata.name` and `metadata.namespace` on every kind, plus
+//! the kind-specific fields the real server indexes ([`fields_of`]).
 
 use serde_json::Value;
 
@@ -130,9 +131,11 @@ impl Selector {
         })
     }
 
-    /// Field selectors the server supports on every kind.
-    pub fn check_fields(&self) -> Result<(), ApiError> {
-        for requirement in &self.requirements {
+    /// Check that every key is a supported field of `plural` (in `group`),
+    /// and rewrite keys to where the stored object keeps them.
+    pub fn check_fields(mut self, group: &str, plural: &str) -> Result<Self, ApiError> {
+        let supported = fields_of(group, plural);
+        for requirement in &mut self.requirements {
             let key = match requirement {
                 Requirement::Equals(k, _) | Requirement::NotEquals(k, _) => k,
                 _ => {
@@ -141,13 +144,63 @@ impl Selector {
                     ));
                 }
             };
-            if !matches!(key.as_str(), "metadata.name" | "metadata.namespace") {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {key}"
-                )));
-            }
+            let stored = match key.as_str() {
+                "metadata.name" | "metadata.namespace" => key.clone(),
+                other => match supported.iter().find(|(name, _)| *name == other) {
+                    Some((_, stored)) => (*stored).to_string(),
+                    None => {
+                        return Err(ApiError::bad_request(format!(
+                            "field label not supported: {key}"
+                        )));
+                    }
+                },
+            };
+            *key = stored;
         }
-        Ok(())
+        Ok(self)
+    }
+}
+
+/// Kind-specific field selectors, as the real server registers them:
+/// (selector key, where the stored object keeps it). `events.k8s.io/v1`
+/// Events are stored in core/v1 form, hence the renames; `kubectl describe`
+/// lists an object's Events with `involvedObject.*`.
+pub fn fields_of(group: &str, plural: &str) -> &'static [(&'static str, &'static str)] {
+    match (group, plural) {
+        ("", "events") => &[
+            ("involvedObject.kind", "involvedObject.kind"),
+            ("involvedObject.namespace", "involvedObject.namespace"),
+            ("involvedObject.name", "involvedObject.name"),
+            ("involvedObject.uid", "involvedObject.uid"),
+            ("involvedObject.apiVersion", "involvedObject.apiVersion"),
+            (
+                "involvedObject.resourceVersion",
+                "involvedObject.resourceVersion",
+            ),
+            ("involvedObject.fieldPath", "involvedObject.fieldPath"),
+            ("reason", "reason"),
+            ("reportingComponent", "reportingComponent"),
+            ("source", "source.component"),
+            ("type", "type"),
+        ],
+        ("events.k8s.io", "events") => &[
+            ("regarding.kind", "involvedObject.kind"),
+            ("regarding.namespace", "involvedObject.namespace"),
+            ("regarding.name", "involvedObject.name"),
+            ("regarding.uid", "involvedObject.uid"),
+            ("regarding.apiVersion", "involvedObject.apiVersion"),
+            (
+                "regarding.resourceVersion",
+                "involvedObject.resourceVersion",
+            ),
+            ("regarding.fieldPath", "involvedObject.fieldPath"),
+            ("reason", "reason"),
+            ("reportingController", "reportingComponent"),
+            ("type", "type"),
+        ],
+        ("", "namespaces") => &[("status.phase", "status.phase")],
+        ("", "secrets") => &[("type", "type")],
+        _ => &[],
     }
 }
 
@@ -204,8 +257,36 @@ mod tests {
         assert!(
             Selector::parse("spec.x=1", "field")
                 .expect("parses")
-                .check_fields()
+                .check_fields("", "configmaps")
                 .is_err()
         );
+    }
+
+    #[test]
+    fn events_are_selected_by_the_object_they_are_about() {
+        // Stored in core/v1 form, whichever API wrote them.
+        let event = json!({"metadata": {"name": "e1", "namespace": "default"},
+            "involvedObject": {"kind": "DeploymentTemplate", "name": "demo", "namespace": "default"},
+            "reason": "DeploymentStarted", "type": "Normal", "source": {"component": "radwasm"}});
+        let matches = |group: &str, text: &str| {
+            Selector::parse(text, "field")
+                .expect(text)
+                .check_fields(group, "events")
+                .map(|selector| selector.matches_fields(&event))
+        };
+        let describe = "involvedObject.name=demo,involvedObject.namespace=default,involvedObject.kind=DeploymentTemplate";
+        assert_eq!(matches("", describe).ok(), Some(true));
+        assert_eq!(matches("", "involvedObject.name=other").ok(), Some(false));
+        assert_eq!(matches("", "source=radwasm,type=Normal").ok(), Some(true));
+        assert_eq!(
+            matches(
+                "events.k8s.io",
+                "regarding.name=demo,reason=DeploymentStarted"
+            )
+            .ok(),
+            Some(true)
+        );
+        assert!(matches("events.k8s.io", "involvedObject.name=demo").is_err());
+        assert!(matches("", "message=x").is_err());
     }
 }

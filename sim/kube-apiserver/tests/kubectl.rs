@@ -676,3 +676,39 @@ async fn events_from_the_events_api_show_up_in_kubectl_get_events() {
     assert!(table.contains("Deploying"), "{table}");
     cluster.stop().await;
 }
+
+#[tokio::test]
+async fn describe_shows_the_events_about_an_object() {
+    let Some(cluster) = Cluster::start("describe_shows_the_events_about_an_object").await else {
+        return;
+    };
+    cluster
+        .apply("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  a: b\n")
+        .await;
+    let object = cluster.get_json(&["configmap", "settings"]).await;
+    let uid = object["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!uid.is_empty(), "{object}");
+    for (name, about, uid) in [
+        ("settings.1", "settings", uid.as_str()),
+        ("other.1", "other", "x"),
+    ] {
+        let event = format!(
+            "apiVersion: events.k8s.io/v1\nkind: Event\nmetadata:\n  name: {name}\n  namespace: default\neventTime: \"2026-01-01T00:00:00.000000Z\"\nreportingController: radwasm\nreportingInstance: radwasm-0\naction: Check\nreason: Checked{about}\ntype: Normal\nnote: looked at {about}\nregarding:\n  apiVersion: v1\n  kind: ConfigMap\n  name: {about}\n  namespace: default\n  uid: {uid}\n"
+        );
+        cluster
+            .run_with_stdin(&["create", "-f", "-"], Some(&event))
+            .await
+            .ok("create of an Event");
+    }
+    // kubectl describe lists events with involvedObject.* field selectors.
+    let described = cluster.ok(&["describe", "configmap", "settings"]).await;
+    assert!(
+        described.contains("Checkedsettings") && described.contains("looked at settings"),
+        "{described}"
+    );
+    assert!(!described.contains("Checkedother"), "{described}");
+    cluster.stop().await;
+}
