@@ -13,6 +13,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use crate::controller::{self, Context, Options};
+use crate::leader::{LeaderElector, LeaseSettings, TermEnd};
 use crate::metrics::{self, Metrics, Readiness};
 use crate::policy::{Limits, PolicyEngine, PolicySlot, PolicySource};
 use crate::radius::{Endpoint, RadiusClient, RetryPolicy};
@@ -58,6 +59,27 @@ pub struct RunArgs {
     /// Serve /metrics, /healthz and /readyz here.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub metrics_address: SocketAddr,
+    /// Reconcile only while holding a Lease, so several replicas can run:
+    /// one leads, the others stand by (docs/crds.md).
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the leader Lease (default: $POD_NAMESPACE, else `default`).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub leader_election_namespace: String,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "radwasm-controller")]
+    pub leader_election_lease: String,
+    /// How long a leader that stopped renewing keeps the Lease.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_election_lease_duration: Duration,
+}
+
+/// This process's identity for leader election: the pod name in a cluster.
+fn identity() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| format!("radwasm-{}", std::process::id()))
 }
 
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -134,6 +156,11 @@ impl ControllerHost {
         })
     }
 
+    /// The Kubernetes client the controllers use.
+    pub fn client(&self) -> kube::Client {
+        self.ctx.client.clone()
+    }
+
     /// Run the controllers (and the policy file watch) until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         tokio::spawn(
@@ -191,7 +218,36 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("serving metrics on {}", args.metrics_address))?;
         tracing::info!(%bound, "metrics and probes");
         readiness.set_ready();
-        host.run(shutdown).await;
-        anyhow::Ok(ExitCode::SUCCESS)
+        if !args.leader_elect {
+            host.run(shutdown).await;
+            return anyhow::Ok(ExitCode::SUCCESS);
+        }
+        let settings = LeaseSettings {
+            namespace: args.leader_election_namespace.clone(),
+            name: args.leader_election_lease.clone(),
+            identity: identity(),
+            lease_duration: args.leader_election_lease_duration,
+            renew_every: (args.leader_election_lease_duration / 3).max(Duration::from_millis(100)),
+        };
+        let mut elector = LeaderElector::new(host.client(), settings);
+        if !elector.acquire(&shutdown).await {
+            return anyhow::Ok(ExitCode::SUCCESS);
+        }
+        // Reconciling stops on shutdown or the moment leadership is lost.
+        let stop = shutdown.child_token();
+        let term = tokio::spawn(elector.hold(shutdown.clone(), stop.clone()));
+        host.run(stop).await;
+        shutdown.cancel();
+        match term.await {
+            // Released only now that the controllers have stopped, so a
+            // standby never reconciles alongside this process.
+            Ok((TermEnd::Shutdown, mut elector)) => {
+                elector.release().await;
+                anyhow::Ok(ExitCode::SUCCESS)
+            }
+            // Exit non-zero so the pod restarts as a standby.
+            Ok((TermEnd::Lost, _)) => anyhow::Ok(ExitCode::from(1)),
+            Err(error) => Err(error).context("the leader election task failed"),
+        }
     })
 }
