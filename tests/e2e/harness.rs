@@ -120,20 +120,27 @@ impl System {
 
     /// Start `radwasm run` against the stand-ins.
     pub fn start_controller(&mut self) {
+        let child = self.spawn_controller();
+        self.controller = Some(child);
+    }
+
+    /// Start one more `radwasm run` process (same arguments, its own log
+    /// file); the caller owns it and must kill it.
+    pub fn spawn_controller(&self) -> Child {
         let log = std::fs::File::create(self.dir.path().join(format!(
-                "controller-{}.log",
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0)
-            )))
+            "controller-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        )))
         .expect("log file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_radwasm"));
         command.arg("run").arg("--kubeconfig").arg(&self.kubeconfig);
         if self.aggregator.is_none() {
             command.arg("--radius-url").arg(self.radius().base_url());
         }
-        let child = command
+        command
             .arg("--metrics-address")
             .arg("127.0.0.1:0")
             .args(&self.extra_args)
@@ -141,8 +148,7 @@ impl System {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("start radwasm run");
-        self.controller = Some(child);
+            .expect("start radwasm run")
     }
 
     /// Whether the controller process is still running.

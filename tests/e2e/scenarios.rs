@@ -602,6 +602,52 @@ async fn a_policy_file_replaced_under_the_running_controller_takes_over() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_leader_election_one_replica_reconciles_and_a_standby_takes_over() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let mut system =
+        System::start(&["--leader-elect", "--leader-election-lease-duration", "2s"]).await;
+    wait_for_log(&system, "became the leader").await;
+    let mut standby = system.spawn_controller();
+    wait_for_log(&system, "waiting for the leader lease").await;
+
+    system
+        .create(&template(
+            "first",
+            &fixture("deploymenttemplate-outputresources-1.json"),
+            "",
+        ))
+        .await;
+    system.wait_phase("first", "Ready").await;
+
+    // The leader dies without releasing the Lease; once it expires (2 s)
+    // the standby leads and reconciles what comes next.
+    system.kill_controller();
+    system
+        .create(&template(
+            "second",
+            &fixture("deploymenttemplate-withresources.json"),
+            "",
+        ))
+        .await;
+    system.wait_phase("second", "Ready").await;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(system.client.clone(), "default");
+    let lease = leases.get("radwasm-controller").await.expect("lease");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity),
+        Some(format!("radwasm-{}", standby.id()))
+    );
+    assert_eq!(system.logs().matches("became the leader").count(), 2);
+    assert_eq!(
+        system.radius().stats().deployment_puts,
+        2,
+        "one per template"
+    );
+    let _ = standby.kill();
+    let _ = standby.wait();
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_guardrail_policy_changes_the_outcome_with_the_same_binary() {
     let guardrail = format!("{}/image-tag-guardrail.wasm", env!("RADWASM_GUEST_DIR"));
     let system = System::start(&["--policy", &guardrail]).await;
