@@ -26,6 +26,11 @@ pub(crate) struct AppState {
     pub store: Arc<Mutex<Store>>,
     pub faults: FaultsHandle,
     pub address: String,
+    /// Set once the server is stopping. Level-triggered, unlike the
+    /// drop-watches fault: a watch that starts after shutdown began (a client
+    /// re-watching at that moment) ends at once instead of holding the
+    /// graceful shutdown open until its timeout.
+    pub closing: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 type ApiResult = Result<Response, ApiError>;
@@ -958,6 +963,7 @@ fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> 
     }
     let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(64);
     let mut drop_signal = state.faults.drop_watches.subscribe();
+    let mut closing = state.closing.subscribe();
     tokio::spawn(async move {
         for line in backlog {
             if tx.send(Ok(line)).await.is_err() {
@@ -972,6 +978,7 @@ fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> 
             tokio::select! {
                 _ = &mut deadline => return,
                 _ = drop_signal.changed() => return,
+                _ = async { closing.wait_for(|closing| *closing).await.is_ok() } => return,
                 _ = ticker.tick(), if bookmarks => {
                     let line = event_line("BOOKMARK", &json!({"kind": kind.kind, "apiVersion": kind.api_version(),
                         "metadata": {"resourceVersion": last_rv.to_string()}}));

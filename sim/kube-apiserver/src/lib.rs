@@ -22,6 +22,7 @@ mod table;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::sync::{oneshot, watch};
@@ -50,6 +51,7 @@ impl Default for ApiServerConfig {
 pub struct ApiServer {
     addr: SocketAddr,
     faults: FaultsHandle,
+    closing: Arc<watch::Sender<bool>>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -67,19 +69,24 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<ApiServer> {
         drop_watches: Arc::new(drop_watches),
         store: store.clone(),
     };
+    let (closing, _) = watch::channel(false);
+    let closing = Arc::new(closing);
     let state = http::AppState {
         store,
         faults: faults.clone(),
         address: addr.to_string(),
+        closing: closing.clone(),
     };
     let app = axum::Router::new().fallback(http::handle).with_state(state);
     let (stop, stopped) = oneshot::channel::<()>();
     let watches = faults.clone();
+    let stopping = closing.clone();
     let task = tokio::spawn(async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 let _ = stopped.await;
                 // Open watches would keep graceful shutdown waiting forever.
+                stopping.send_replace(true);
                 watches.drop_watches();
             })
             .await;
@@ -90,6 +97,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<ApiServer> {
     Ok(ApiServer {
         addr,
         faults,
+        closing,
         stop: Some(stop),
         task,
     })
@@ -121,12 +129,21 @@ impl ApiServer {
         self.faults.clone()
     }
 
-    /// Stop serving: open watches end, in-flight requests finish.
+    /// Stop serving: open watches end, in-flight requests finish (at most
+    /// 10 s; then the server is stopped where it is).
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        let _ = (&mut self.task).await;
+        if tokio::time::timeout(Duration::from_secs(10), &mut self.task)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "embedded API server: requests still open 10 s into shutdown; stopping anyway"
+            );
+            self.task.abort();
+        }
     }
 }
 
@@ -178,4 +195,27 @@ async fn wait_for_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client re-watching just as shutdown begins must not hold the
+    /// shutdown open until its watch times out (it did, for 290 s, in CI).
+    #[tokio::test]
+    async fn a_watch_that_starts_while_stopping_ends_at_once() {
+        let server = start(ApiServerConfig::default()).await.expect("start");
+        let config = kube::Config::new(server.base_url().parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("client");
+        server.closing.send_replace(true);
+        let request = ::http::Request::get("/api/v1/namespaces?watch=true&timeoutSeconds=300")
+            .body(Vec::new())
+            .expect("request");
+        let ended = tokio::time::timeout(Duration::from_secs(30), client.request_text(request))
+            .await
+            .expect("the watch ends instead of running to its timeout");
+        assert!(ended.is_ok(), "{ended:?}");
+        server.shutdown().await;
+    }
 }
