@@ -132,6 +132,7 @@ impl ApiServer {
     /// Stop serving: open watches end, in-flight requests finish (at most
     /// 10 s; then the server is stopped where it is).
     pub async fn shutdown(mut self) {
+        self.closing.send_replace(true);
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
