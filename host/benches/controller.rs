@@ -30,8 +30,7 @@ use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use radwasm::crd::{
-    DeploymentResource, DeploymentTemplate, DeploymentTemplateSpec, ProviderConfig, ProviderEntry,
-    ProviderValue,
+    DeploymentResource, DeploymentTemplate, DeploymentTemplateSpec, ProviderConfig,
 };
 use tokio::sync::watch;
 
@@ -286,15 +285,7 @@ fn template(name: &str) -> DeploymentTemplate {
         DeploymentTemplateSpec {
             template: TEMPLATE.to_string(),
             parameters: serde_json::json!({"name": {"value": name}}).to_string(),
-            provider_config: Some(ProviderConfig {
-                radius: Some(ProviderEntry {
-                    kind: "Radius".into(),
-                    value: ProviderValue {
-                        scope: SCOPE.into(),
-                    },
-                }),
-                ..Default::default()
-            }),
+            provider_config: Some(ProviderConfig::radius(SCOPE)),
         },
     );
     object.metadata.namespace = Some(NAMESPACE.to_string());

@@ -232,6 +232,19 @@ pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
 }
 
 impl ProviderConfig {
+    /// A provider config that deploys into the Radius resource-group `scope`.
+    pub fn radius(scope: &str) -> Self {
+        Self {
+            radius: Some(ProviderEntry {
+                kind: "Radius".into(),
+                value: ProviderValue {
+                    scope: scope.into(),
+                },
+            }),
+            ..Self::default()
+        }
+    }
+
     /// The Radius scope, if one is configured.
     pub fn radius_scope(&self) -> Option<&str> {
         self.radius

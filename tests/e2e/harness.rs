@@ -13,8 +13,7 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, CustomResourceExt};
 use radwasm::crd::{
-    DeploymentResource, DeploymentTemplate, DeploymentTemplateSpec, ProviderConfig, ProviderEntry,
-    ProviderValue,
+    DeploymentResource, DeploymentTemplate, DeploymentTemplateSpec, ProviderConfig,
 };
 
 pub const SCOPE: &str = "/planes/radius/local/resourceGroups/default";
@@ -183,6 +182,19 @@ impl System {
                 panic!("controller did not stop within 20 s of SIGTERM");
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Wait until a controller's log mentions `text` (bounded).
+    pub async fn wait_for_log(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.logs().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "the controller never logged {text:?}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -560,15 +572,7 @@ pub fn template_in(
         DeploymentTemplateSpec {
             template: template.to_string(),
             parameters: parameters.to_string(),
-            provider_config: Some(ProviderConfig {
-                radius: Some(ProviderEntry {
-                    kind: "Radius".into(),
-                    value: ProviderValue {
-                        scope: SCOPE.into(),
-                    },
-                }),
-                ..Default::default()
-            }),
+            provider_config: Some(ProviderConfig::radius(SCOPE)),
         },
     );
     object.metadata.namespace = Some(namespace.to_string());

@@ -535,19 +535,6 @@ async fn hold_pauses_until_removed_and_depends_on_waits_for_ready() {
     system.shutdown().await;
 }
 
-/// Wait until the controller's log mentions `text` (bounded).
-async fn wait_for_log(system: &System, text: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !system.logs().contains(text) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the controller never logged {text:?}\n{}",
-            system.logs()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_file_replaced_under_the_running_controller_takes_over() {
     // The policy file as a mounted ConfigMap would be: replaced whole.
@@ -575,7 +562,7 @@ async fn a_policy_file_replaced_under_the_running_controller_takes_over() {
 
     // Same process, new file: the guardrail policy takes over.
     replace(&std::fs::read(guest("image-tag-guardrail")).expect("guardrail guest"));
-    wait_for_log(&system, "policy replaced at run time").await;
+    system.wait_for_log("policy replaced at run time").await;
     system.create(&template("after", &fixture_text, "")).await;
     let failed = system.wait_phase("after", "Failed").await;
     assert_eq!(
@@ -585,7 +572,9 @@ async fn a_policy_file_replaced_under_the_running_controller_takes_over() {
 
     // A broken replacement is refused; the guardrail stays in charge.
     replace(b"not a wasm component");
-    wait_for_log(&system, "new policy refused; keeping the current one").await;
+    system
+        .wait_for_log("new policy refused; keeping the current one")
+        .await;
     system.create(&template("later", &fixture_text, "")).await;
     let failed = system.wait_phase("later", "Failed").await;
     assert_eq!(
@@ -606,9 +595,9 @@ async fn with_leader_election_one_replica_reconciles_and_a_standby_takes_over() 
     use k8s_openapi::api::coordination::v1::Lease;
     let mut system =
         System::start(&["--leader-elect", "--leader-election-lease-duration", "2s"]).await;
-    wait_for_log(&system, "became the leader").await;
+    system.wait_for_log("became the leader").await;
     let mut standby = system.spawn_controller();
-    wait_for_log(&system, "waiting for the leader lease").await;
+    system.wait_for_log("waiting for the leader lease").await;
 
     system
         .create(&template(
