@@ -29,12 +29,9 @@ pub struct LeaseSettings {
     pub renew_every: Duration,
 }
 
-/// What a candidate has seen of the Lease, to judge expiry by its own clock.
-#[derive(Default)]
-struct Observed {
-    record: Option<(Option<String>, Option<MicroTime>)>,
-    since: Option<Instant>,
-}
+/// The Lease record a candidate last saw (holder, renew time) and when it
+/// first saw it, to judge expiry by its own clock.
+type Observed = Option<((Option<String>, Option<MicroTime>), Instant)>;
 
 pub struct LeaderElector {
     api: Api<Lease>,
@@ -56,7 +53,7 @@ impl LeaderElector {
         Self {
             api: Api::namespaced(client, &settings.namespace),
             settings,
-            observed: Observed::default(),
+            observed: None,
         }
     }
 
@@ -122,9 +119,8 @@ impl LeaderElector {
 
     fn holder(&self) -> Option<String> {
         self.observed
-            .record
             .as_ref()
-            .and_then(|(holder, _)| holder.clone())
+            .and_then(|((holder, _), _)| holder.clone())
     }
 
     /// One round: create, renew or take over the Lease. Ok(true) if this
@@ -159,9 +155,8 @@ impl LeaderElector {
         let spec = lease.spec.clone().unwrap_or_default();
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let record = (holder.clone(), spec.renew_time.clone());
-        if self.observed.record.as_ref() != Some(&record) {
-            self.observed.record = Some(record);
-            self.observed.since = Some(Instant::now());
+        if self.observed.as_ref().map(|(seen, _)| seen) != Some(&record) {
+            self.observed = Some((record, Instant::now()));
         }
         let held_by_me = holder.as_deref() == Some(me.as_str());
         let lease_duration = spec
@@ -170,8 +165,8 @@ impl LeaderElector {
             .map_or(self.settings.lease_duration, Duration::from_secs);
         let expired = self
             .observed
-            .since
-            .is_some_and(|since| since.elapsed() >= lease_duration);
+            .as_ref()
+            .is_some_and(|(_, since)| since.elapsed() >= lease_duration);
         if !held_by_me && holder.is_some() && !expired {
             return Ok(false);
         }
