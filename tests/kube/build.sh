@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Build the real Kubernetes control plane (kube-apiserver,
+# kube-controller-manager, etcd) from the upstream Go modules pinned in
+# tests/kube/go.mod and tests/kube/cmd/etcd/go.mod, for the end-to-end tests.
+# Test infrastructure only: nothing here is part of the product.
+#
+# The binaries go to target/kube-bin/<kubernetes-version>-<etcd-version>/ at
+# the repository root and are reused while they are there and were built from
+# the same inputs, so only the first run (or a version bump) compiles. The
+# last line printed on stdout is that directory; progress goes to stderr.
+#
+# Needs Go (>= the `go` line of cmd/etcd/go.mod) and, the first time, the Go
+# module proxy (or a module cache holding the modules in the go.sum files).
+# GO=/path/to/go picks the toolchain; otherwise `go` on PATH, then
+# /usr/local/go/bin/go.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+
+# The versions, read from the go.mod files so that bumping one rebuilds.
+modversion() { # <go.mod> <module path>
+  awk -v m="$2" '($1 == m) { print $2 } ($1 == "require" && $2 == m) { print $3 }' "$1" | head -n 1
+}
+k8s_version="$(modversion "$here/go.mod" k8s.io/kubernetes)"
+etcd_version="$(modversion "$here/cmd/etcd/go.mod" go.etcd.io/etcd/server/v3)"
+if [[ -z "$k8s_version" || -z "$etcd_version" ]]; then
+  echo "build.sh: cannot read the k8s.io/kubernetes or etcd version from the go.mod files" >&2
+  exit 1
+fi
+
+out="$root/target/kube-bin/${k8s_version}-${etcd_version}"
+bins=(kube-apiserver kube-controller-manager etcd)
+
+# Everything the binaries are built from; a change in any of it rebuilds even
+# without a version bump (e.g. a new replace line).
+inputs_hash() {
+  (
+    cd "$here"
+    cat go.mod go.sum cmd/kube-apiserver/main.go cmd/kube-controller-manager/main.go \
+      cmd/etcd/go.mod cmd/etcd/go.sum cmd/etcd/main.go build.sh
+  ) | sha256sum | cut -d' ' -f1
+}
+want="$(inputs_hash)"
+
+built() {
+  [[ -f "$out/.inputs" && "$(cat "$out/.inputs")" == "$want" ]] || return 1
+  local b
+  for b in "${bins[@]}"; do [[ -x "$out/$b" ]] || return 1; done
+}
+
+if built; then
+  echo "$out"
+  exit 0
+fi
+
+go_cmd="${GO:-}"
+if [[ -z "$go_cmd" ]]; then
+  if command -v go > /dev/null 2>&1; then
+    go_cmd=go
+  elif [[ -x /usr/local/go/bin/go ]]; then
+    go_cmd=/usr/local/go/bin/go
+  else
+    echo "build.sh: no Go toolchain (set GO=/path/to/go or put go on PATH)" >&2
+    exit 1
+  fi
+fi
+
+# One build at a time, whoever asks (parallel tests, several cargo runs).
+mkdir -p "$root/target/kube-bin"
+exec 9> "$root/target/kube-bin/.lock"
+flock 9
+if built; then # someone else built it while we waited
+  echo "$out"
+  exit 0
+fi
+
+echo "build.sh: building kube-apiserver, kube-controller-manager ${k8s_version} and etcd ${etcd_version} into $out (the first build takes several minutes)" >&2
+start=$(date +%s)
+tmp="$(mktemp -d "$root/target/kube-bin/.build.XXXXXX")"
+chmod 755 "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+
+# Reproducible from the committed go.mod/go.sum: -mod=readonly refuses to
+# change them (and every module is checked against go.sum), -trimpath and
+# -buildvcs=false keep paths and this repository's git state out of the
+# binaries, CGO_ENABLED=0 gives static binaries with no C toolchain.
+export CGO_ENABLED=0
+export GOFLAGS="-mod=readonly -trimpath -buildvcs=false"
+export GOTOOLCHAIN=local
+
+# What upstream's hack/lib/version.sh stamps, so /version reports the release
+# (and -s -w as upstream does for non-debug builds).
+minor="${k8s_version#v1.}"
+minor="${minor%%.*}"
+ldflags="-s -w"
+for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+  ldflags+=" -X ${pkg}.gitVersion=${k8s_version} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
+done
+
+(cd "$here" && "$go_cmd" build -ldflags="$ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/kube-controller-manager)
+(cd "$here/cmd/etcd" && "$go_cmd" build -ldflags="-s -w" -o "$tmp/etcd" .)
+
+echo "$want" > "$tmp/.inputs"
+rm -rf "$out"
+mv "$tmp" "$out"
+trap - EXIT
+echo "build.sh: built in $(($(date +%s) - start)) s" >&2
+echo "$out"
