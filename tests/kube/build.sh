@@ -32,13 +32,31 @@ fi
 out="$root/target/kube-bin/${k8s_version}-${etcd_version}"
 bins=(kube-apiserver kube-controller-manager etcd)
 
+# The build settings. Reproducible from the committed go.mod/go.sum:
+# -mod=readonly refuses to change them (and every module is checked against
+# go.sum); -trimpath and -buildvcs=false keep local paths and this
+# repository's git state out of the binaries; CGO_ENABLED=0 (exported below)
+# gives static binaries and needs no C toolchain.
+goflags="-mod=readonly -trimpath -buildvcs=false"
+# What upstream's hack/lib/version.sh stamps, so /version reports the release
+# (and -s -w as upstream does for non-debug builds).
+minor="${k8s_version#v1.}"
+minor="${minor%%.*}"
+k8s_ldflags="-s -w"
+for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+  k8s_ldflags+=" -X ${pkg}.gitVersion=${k8s_version} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
+done
+etcd_ldflags="-s -w"
+
 # Everything the binaries are built from; a change in any of it rebuilds even
-# without a version bump (e.g. a new replace line).
+# without a version bump (e.g. a new replace line). A new Go toolchain does
+# not: remove target/kube-bin/ to force a rebuild.
 inputs_hash() {
   (
     cd "$here"
     cat go.mod go.sum cmd/kube-apiserver/main.go cmd/kube-controller-manager/main.go \
-      cmd/etcd/go.mod cmd/etcd/go.sum cmd/etcd/main.go build.sh
+      cmd/etcd/go.mod cmd/etcd/go.sum cmd/etcd/main.go
+    printf '%s\n' "CGO_ENABLED=0" "$goflags" "$k8s_ldflags" "$etcd_ldflags"
   ) | sha256sum | cut -d' ' -f1
 }
 want="$(inputs_hash)"
@@ -81,25 +99,12 @@ tmp="$(mktemp -d "$root/target/kube-bin/.build.XXXXXX")"
 chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 
-# Reproducible from the committed go.mod/go.sum: -mod=readonly refuses to
-# change them (and every module is checked against go.sum), -trimpath and
-# -buildvcs=false keep paths and this repository's git state out of the
-# binaries, CGO_ENABLED=0 gives static binaries with no C toolchain.
 export CGO_ENABLED=0
-export GOFLAGS="-mod=readonly -trimpath -buildvcs=false"
-export GOTOOLCHAIN=local
+export GOFLAGS="$goflags"
+export GOTOOLCHAIN=local # the go.mod files' toolchain lines never download one
 
-# What upstream's hack/lib/version.sh stamps, so /version reports the release
-# (and -s -w as upstream does for non-debug builds).
-minor="${k8s_version#v1.}"
-minor="${minor%%.*}"
-ldflags="-s -w"
-for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-  ldflags+=" -X ${pkg}.gitVersion=${k8s_version} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
-done
-
-(cd "$here" && "$go_cmd" build -ldflags="$ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/kube-controller-manager)
-(cd "$here/cmd/etcd" && "$go_cmd" build -ldflags="-s -w" -o "$tmp/etcd" .)
+(cd "$here" && "$go_cmd" build -ldflags="$k8s_ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/kube-controller-manager)
+(cd "$here/cmd/etcd" && "$go_cmd" build -ldflags="$etcd_ldflags" -o "$tmp/etcd" .)
 
 echo "$want" > "$tmp/.inputs"
 rm -rf "$out"
