@@ -4,4 +4,5 @@
 
 mod dev;
 mod harness;
+mod realkube;
 mod scenarios;
