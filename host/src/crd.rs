@@ -121,6 +121,29 @@ pub struct ResourceOperation {
     pub operation_kind: String,
 }
 
+/// A Radius request that failed before any operation began: refused with an
+/// ARM error, or still failing after the client's own retries. Kept apart from
+/// `operation` (which only ever holds a real Radius operation) and shown to
+/// the policy as the outcome of that attempt; cleared when the policy clears
+/// the operation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedRequest {
+    /// `PUT` for a deployment (or its resource group), `DELETE` for a deletion.
+    pub operation_kind: String,
+    /// The Radius id the request was for.
+    pub target: String,
+    /// For a deployment: the spec hash it was to deploy.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subject: String,
+    /// ARM error code, or the client's reason (`Unreachable`, `Throttled`...).
+    pub code: String,
+    pub message: String,
+    /// When the request failed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
 /// Observed state of a `DeploymentTemplate`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -143,6 +166,9 @@ pub struct DeploymentTemplateStatus {
     /// The Radius operation in flight, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation: Option<ResourceOperation>,
+    /// The last Radius request that failed before an operation began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_request: Option<FailedRequest>,
     /// Lifecycle phase: Updating, Ready, ReadyPendingCleanup, Deleting, Failed, Held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phrase: Option<String>,
@@ -208,6 +234,9 @@ pub struct DeploymentResourceStatus {
     /// The Radius deletion in flight, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation: Option<ResourceOperation>,
+    /// The last Radius DELETE that failed before an operation began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_request: Option<FailedRequest>,
     /// Lifecycle phase: Ready, Deleting, Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phrase: Option<String>,

@@ -11,5 +11,5 @@ pub mod leader;
 pub mod metrics;
 pub mod policy;
 pub mod radius;
-pub mod scope;
+
 pub mod telemetry;

@@ -14,45 +14,86 @@ use axum::routing::get;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-/// Labels of a reconcile: object kind and outcome.
+use crate::policy::LoadedPolicy;
+
+/// Labels of a reconcile: object kind and outcome (`ok`, `error`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReconcileLabels {
     pub kind: &'static str,
     pub outcome: &'static str,
 }
 
-/// Labels of a policy decision: object kind and policy `name@version`.
+/// Labels of an object kind alone.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: &'static str,
+}
+
+/// Labels of a policy decision: object kind, policy name and version, and
+/// outcome (`ok`, or `error` when the guest trapped, ran out of fuel or
+/// refused to decide).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DecisionLabels {
     pub kind: &'static str,
     pub policy: String,
+    pub version: String,
+    pub outcome: &'static str,
 }
 
-/// Labels of a failed decision: the `DecisionError::reason()`.
+impl DecisionLabels {
+    pub fn new(kind: &'static str, policy: &LoadedPolicy, outcome: &'static str) -> Self {
+        Self {
+            kind,
+            policy: policy.description().name.clone(),
+            version: policy.description().version.clone(),
+            outcome,
+        }
+    }
+}
+
+/// Labels of a failed decision: the object kind and the reason
+/// (`DecisionError::reason()`, or `PlanRejected` for the guard rails).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FailureLabels {
     pub kind: &'static str,
     pub reason: &'static str,
 }
 
-/// Every metric the host exports.
-pub struct Metrics {
-    registry: Registry,
-    pub reconciles: Family<ReconcileLabels, Counter>,
-    pub decision_seconds: Family<DecisionLabels, Histogram>,
-    pub decision_failures: Family<FailureLabels, Counter>,
-    pub radius_requests: Family<RadiusLabels, Counter>,
-}
-
-/// Labels of a Radius request: operation and HTTP status class.
+/// Labels of one Radius HTTP request: method, outcome (`ok` for 2xx,
+/// `client_error`, `server_error`, `throttled`, `unreachable`) and status
+/// code (`0` when no answer came).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RadiusLabels {
-    pub operation: &'static str,
-    pub status: String,
+    pub method: String,
+    pub outcome: &'static str,
+    pub code: u16,
+}
+
+/// Labels of Radius request latency: the method.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    pub method: String,
+}
+
+/// Every metric the host exports. Each moves in a test
+/// (`host/src/metrics.rs` and the end-to-end suite).
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ReconcileLabels, Counter>,
+    reconcile_seconds: Family<KindLabels, Histogram>,
+    decisions: Family<DecisionLabels, Counter>,
+    decision_seconds: Family<DecisionLabels, Histogram>,
+    decision_fuel: Family<DecisionLabels, Histogram>,
+    decision_failures: Family<FailureLabels, Counter>,
+    paced_mutations: Family<KindLabels, Counter>,
+    remembered_objects: Gauge,
+    radius_requests: Family<RadiusLabels, Counter>,
+    radius_request_seconds: Family<MethodLabels, Histogram>,
 }
 
 impl Default for Metrics {
@@ -61,8 +102,23 @@ impl Default for Metrics {
         let reconciles = Family::<ReconcileLabels, Counter>::default();
         registry.register(
             "reconciles",
-            "Reconciles by kind and outcome",
+            "Reconciles by object kind and outcome",
             reconciles.clone(),
+        );
+        let reconcile_seconds = Family::<KindLabels, Histogram>::new_with_constructor(|| {
+            // 100 µs .. ~50 s
+            Histogram::new(exponential_buckets(1e-4, 4.0, 10))
+        });
+        registry.register(
+            "reconcile_seconds",
+            "Time of one reconcile (observe, decide, execute), per object kind",
+            reconcile_seconds.clone(),
+        );
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "policy_decisions",
+            "Policy decisions by object kind, policy, version and outcome",
+            decisions.clone(),
         );
         let decision_seconds = Family::<DecisionLabels, Histogram>::new_with_constructor(|| {
             // 5 µs .. ~40 ms
@@ -70,37 +126,131 @@ impl Default for Metrics {
         });
         registry.register(
             "policy_decision_seconds",
-            "Time to instantiate the policy guest and decide, per object kind and policy",
+            "Time to instantiate the policy guest and decide",
             decision_seconds.clone(),
+        );
+        let decision_fuel = Family::<DecisionLabels, Histogram>::new_with_constructor(|| {
+            // 1k .. ~260M fuel
+            Histogram::new(exponential_buckets(1e3, 4.0, 10))
+        });
+        registry.register(
+            "policy_decision_fuel",
+            "Fuel (wasm instructions, roughly) one decision used",
+            decision_fuel.clone(),
         );
         let decision_failures = Family::<FailureLabels, Counter>::default();
         registry.register(
             "policy_decision_failures",
-            "Decisions that failed (trap, fuel, memory cap, policy error, guard rail)",
+            "Decisions that produced nothing to carry out (trap, fuel, memory cap, policy error, guard rail)",
             decision_failures.clone(),
+        );
+        let paced_mutations = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "radius_mutations_held_back",
+            "Radius mutations a plan asked for too soon after a failed one, held back until the delay passed",
+            paced_mutations.clone(),
+        );
+        let remembered_objects = Gauge::default();
+        registry.register(
+            "remembered_objects",
+            "Objects the controller holds per-object memory for (backoff, pacing, last writes)",
+            remembered_objects.clone(),
         );
         let radius_requests = Family::<RadiusLabels, Counter>::default();
         registry.register(
             "radius_requests",
-            "Radius API requests by operation and status",
+            "Radius API requests (each attempt) by method, outcome and status code",
             radius_requests.clone(),
+        );
+        let radius_request_seconds =
+            Family::<MethodLabels, Histogram>::new_with_constructor(|| {
+                // 500 µs .. ~130 s
+                Histogram::new(exponential_buckets(5e-4, 4.0, 10))
+            });
+        registry.register(
+            "radius_request_seconds",
+            "Latency of one Radius API request attempt, by method",
+            radius_request_seconds.clone(),
         );
         Self {
             registry,
             reconciles,
+            reconcile_seconds,
+            decisions,
             decision_seconds,
+            decision_fuel,
             decision_failures,
+            paced_mutations,
+            remembered_objects,
             radius_requests,
+            radius_request_seconds,
         }
     }
 }
 
 impl Metrics {
-    /// Record one decision's duration.
-    pub fn observe_decision(&self, kind: &'static str, policy: String, elapsed: Duration) {
+    /// One reconcile finished.
+    pub fn observe_reconcile(&self, kind: &'static str, outcome: &'static str, took: Duration) {
+        self.reconciles
+            .get_or_create(&ReconcileLabels { kind, outcome })
+            .inc();
+        self.reconcile_seconds
+            .get_or_create(&KindLabels { kind })
+            .observe(took.as_secs_f64());
+    }
+
+    /// One decision: its count, duration and fuel.
+    pub fn observe_decision(&self, labels: DecisionLabels, took: Duration, fuel: u64) {
+        self.decisions.get_or_create(&labels).inc();
         self.decision_seconds
-            .get_or_create(&DecisionLabels { kind, policy })
-            .observe(elapsed.as_secs_f64());
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        self.decision_fuel
+            .get_or_create(&labels)
+            .observe(fuel as f64);
+    }
+
+    /// A decision that produced nothing to carry out.
+    pub fn count_decision_failure(&self, kind: &'static str, reason: &'static str) {
+        self.decision_failures
+            .get_or_create(&FailureLabels { kind, reason })
+            .inc();
+    }
+
+    /// A Radius mutation held back by pacing.
+    pub fn count_paced(&self, kind: &'static str) {
+        self.paced_mutations
+            .get_or_create(&KindLabels { kind })
+            .inc();
+    }
+
+    /// How many objects the per-object memory holds.
+    pub fn set_remembered_objects(&self, count: usize) {
+        self.remembered_objects
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// One Radius request attempt; `code` 0 when no answer came.
+    pub fn observe_radius_request(&self, method: &str, code: u16, took: Duration) {
+        let outcome = match code {
+            0 => "unreachable",
+            200..=299 => "ok",
+            429 => "throttled",
+            400..=499 => "client_error",
+            _ => "server_error",
+        };
+        self.radius_requests
+            .get_or_create(&RadiusLabels {
+                method: method.to_string(),
+                outcome,
+                code,
+            })
+            .inc();
+        self.radius_request_seconds
+            .get_or_create(&MethodLabels {
+                method: method.to_string(),
+            })
+            .observe(took.as_secs_f64());
     }
 
     /// The registry in the Prometheus text format.
@@ -184,27 +334,37 @@ mod tests {
     #[test]
     fn metrics_encode_in_the_prometheus_text_format() {
         let metrics = Metrics::default();
-        metrics
-            .reconciles
-            .get_or_create(&ReconcileLabels {
-                kind: "DeploymentTemplate",
-                outcome: "ok",
-            })
-            .inc();
+        metrics.observe_reconcile("DeploymentTemplate", "ok", Duration::from_millis(3));
         metrics.observe_decision(
-            "DeploymentTemplate",
-            "default@0.1.0".into(),
+            DecisionLabels {
+                kind: "DeploymentTemplate",
+                policy: "default".into(),
+                version: "0.1.0".into(),
+                outcome: "ok",
+            },
             Duration::from_micros(20),
+            84_000,
         );
+        metrics.count_decision_failure("DeploymentResource", "OutOfFuel");
+        metrics.count_paced("DeploymentResource");
+        metrics.set_remembered_objects(3);
+        metrics.observe_radius_request("DELETE", 409, Duration::from_millis(2));
+        metrics.observe_radius_request("PUT", 0, Duration::from_millis(2));
         let text = metrics.encode();
-        assert!(
-            text.contains(r#"radwasm_reconciles_total{kind="DeploymentTemplate",outcome="ok"} 1"#),
-            "{text}"
-        );
-        assert!(
-            text.contains("radwasm_policy_decision_seconds_bucket"),
-            "{text}"
-        );
+        for line in [
+            r#"radwasm_reconciles_total{kind="DeploymentTemplate",outcome="ok"} 1"#,
+            r#"radwasm_reconcile_seconds_count{kind="DeploymentTemplate"} 1"#,
+            r#"radwasm_policy_decisions_total{kind="DeploymentTemplate",policy="default",version="0.1.0",outcome="ok"} 1"#,
+            r#"radwasm_policy_decision_fuel_sum{kind="DeploymentTemplate",policy="default",version="0.1.0",outcome="ok"} 84000.0"#,
+            r#"radwasm_policy_decision_failures_total{kind="DeploymentResource",reason="OutOfFuel"} 1"#,
+            r#"radwasm_radius_mutations_held_back_total{kind="DeploymentResource"} 1"#,
+            "radwasm_remembered_objects 3",
+            r#"radwasm_radius_requests_total{method="DELETE",outcome="client_error",code="409"} 1"#,
+            r#"radwasm_radius_requests_total{method="PUT",outcome="unreachable",code="0"} 1"#,
+            r#"radwasm_radius_request_seconds_count{method="DELETE"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
     }
 
     #[tokio::test]

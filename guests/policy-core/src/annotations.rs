@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use radwasm_policy_model::annotations::{DEPENDS_ON, HOLD, RECONCILE_POLICY};
+use radwasm_policy_model::annotations::{HOLD, RECONCILE_POLICY};
 
 /// What `radapp.io/reconcile-policy` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,27 +45,12 @@ pub fn is_held(annotations: &BTreeMap<String, String>) -> bool {
         .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"))
 }
 
-/// The template names listed in `radapp.io/depends-on`, trimmed, without
-/// empties or duplicates, in the order written.
-pub fn depends_on(annotations: &BTreeMap<String, String>) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    for name in annotations
-        .get(DEPENDS_ON)
-        .map(String::as_str)
-        .unwrap_or("")
-        .split(',')
-    {
-        let name = name.trim();
-        if !name.is_empty() && !names.iter().any(|seen| seen == name) {
-            names.push(name.to_string());
-        }
-    }
-    names
-}
+pub use radwasm_policy_model::annotations::depends_on;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use radwasm_policy_model::annotations::DEPENDS_ON;
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

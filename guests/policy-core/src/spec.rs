@@ -247,24 +247,8 @@ struct RadiusValue<'a> {
     scope: Option<std::borrow::Cow<'a, str>>,
 }
 
-fn is_radius_group_scope(scope: &str) -> bool {
-    let segments: Vec<&str> = scope.strip_prefix('/').unwrap_or("").split('/').collect();
-    matches!(segments.as_slice(),
-        [planes, radius, plane, groups, group]
-            if planes.eq_ignore_ascii_case("planes")
-                && radius.eq_ignore_ascii_case("radius")
-                && groups.eq_ignore_ascii_case("resourceGroups")
-                && !plane.is_empty()
-                && !group.is_empty())
-}
-
-/// True if `id` lies inside `scope`, ignoring case, on a path boundary.
-pub fn scope_contains(scope: &str, id: &str) -> bool {
-    id.len() > scope.len()
-        && id.is_char_boundary(scope.len())
-        && id[..scope.len()].eq_ignore_ascii_case(scope)
-        && id[scope.len()..].starts_with('/')
-}
+use radwasm_policy_model::scope::is_radius_group_scope;
+pub use radwasm_policy_model::scope::scope_contains;
 
 #[cfg(test)]
 mod tests {
@@ -302,18 +286,5 @@ mod tests {
         assert_eq!(error.field, "spec.providerConfig");
         let error = validate(&spec("{}", "{}", "")).expect_err("missing provider config");
         assert!(error.problem.contains("missing"), "{error}");
-    }
-
-    #[test]
-    fn containment_is_on_a_path_boundary() {
-        let scope = "/planes/radius/local/resourceGroups/default";
-        assert!(scope_contains(
-            scope,
-            "/planes/radius/local/resourcegroups/DEFAULT/providers/A.B/c/d"
-        ));
-        assert!(!scope_contains(
-            scope,
-            "/planes/radius/local/resourceGroups/default2/providers/A.B/c/d"
-        ));
     }
 }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod cases;
 mod json_text;
+pub mod scope;
 
 /// Finalizer the host puts on `DeploymentTemplate`s.
 pub const TEMPLATE_FINALIZER: &str = "radapp.io/deployment-template-finalizer";
@@ -35,6 +36,25 @@ pub mod annotations {
     /// Comma-separated names of `DeploymentTemplate`s in the same namespace
     /// that must be `Ready` before this one deploys.
     pub const DEPENDS_ON: &str = "radapp.io/depends-on";
+
+    /// The template names listed in `radapp.io/depends-on`, trimmed, without
+    /// empties or duplicates, in the order written. The host watches these
+    /// templates for the policy; the default policy waits for them.
+    pub fn depends_on(annotations: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for name in annotations
+            .get(DEPENDS_ON)
+            .map(String::as_str)
+            .unwrap_or("")
+            .split(',')
+        {
+            let name = name.trim();
+            if !name.is_empty() && !names.iter().any(|seen| seen == name) {
+                names.push(name.to_string());
+            }
+        }
+        names
+    }
 }
 
 #[cfg(feature = "schema")]

@@ -143,7 +143,8 @@ impl ControllerHost {
             .with_context(|| format!("loading policy {}", args.policy))?;
         tracing::info!(policy = %policy.current().display_name(), digest = %policy.current().digest(), "policy loaded");
         let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
-        let radius = RadiusClient::new(radius, RetryPolicy::default())?;
+        let radius =
+            RadiusClient::new(radius, RetryPolicy::default())?.with_metrics(metrics.clone());
         let ctx = Arc::new(Context::new(client, radius, policy.clone(), metrics));
         Ok(Self {
             policy,
@@ -161,14 +162,15 @@ impl ControllerHost {
         self.ctx.client.clone()
     }
 
-    /// Run the controllers (and the policy file watch) until `shutdown`.
-    pub async fn run(self, shutdown: CancellationToken) {
+    /// Run the controllers (and the policy file watch) until `shutdown`;
+    /// `readiness` turns ready once their caches have synced.
+    pub async fn run(self, shutdown: CancellationToken, readiness: Readiness) {
         tokio::spawn(
             self.policy
                 .clone()
                 .watch(self.reload_interval, shutdown.clone()),
         );
-        controller::run(self.ctx, self.options, shutdown).await;
+        controller::run(self.ctx, self.options, shutdown, readiness).await;
     }
 }
 
@@ -217,9 +219,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("serving metrics on {}", args.metrics_address))?;
         tracing::info!(%bound, "metrics and probes");
-        readiness.set_ready();
         if !args.leader_elect {
-            host.run(shutdown).await;
+            // Ready once the controllers' caches have synced.
+            host.run(shutdown, readiness).await;
             return anyhow::Ok(ExitCode::SUCCESS);
         }
         let settings = LeaseSettings {
@@ -229,6 +231,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             lease_duration: args.leader_election_lease_duration,
             renew_every: (args.leader_election_lease_duration / 3).max(Duration::from_millis(100)),
         };
+        // A standby is healthy and ready to take over: it reports ready while
+        // it campaigns, so a rolling update is not held up by it.
+        readiness.set_ready();
         let mut elector = LeaderElector::new(host.client(), settings);
         if !elector.acquire(&shutdown).await {
             return anyhow::Ok(ExitCode::SUCCESS);
@@ -236,7 +241,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         // Reconciling stops on shutdown or the moment leadership is lost.
         let stop = shutdown.child_token();
         let term = tokio::spawn(elector.hold(shutdown.clone(), stop.clone()));
-        host.run(stop).await;
+        host.run(stop, Readiness::default()).await;
         shutdown.cancel();
         match term.await {
             // Released only now that the controllers have stopped, so a

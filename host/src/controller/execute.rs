@@ -1,31 +1,159 @@
-//! Carrying out checked plans: finalizers, status, events and the Kubernetes
-//! objects a plan creates or deletes. Radius calls are made by the
-//! reconcilers, which know which object an operation belongs to.
+//! Carrying out checked plans: one function per action kind, and the
+//! per-kind dispatch over a plan. Actions run in the plan's order and the
+//! first error stops the plan; status updates are folded into one typed
+//! patch written at the end (the operation a plan starts is recorded at once,
+//! so a controller killed mid-plan resumes it instead of starting it again).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::{Api, Patch, PatchParams};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use radwasm_policy_model as model;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
+use radwasm_policy_model::{
+    self as model, RESOURCE_FINALIZER, ResourceAction, ResourceObservation, TEMPLATE_FINALIZER,
+    TemplateAction, TemplateObservation,
+};
+use serde_json::{Value, json};
 
-use super::{Context, Error};
-use crate::crd::PolicyRef;
+use super::driver::{Executed, Reconciled, key};
+use super::status::{Current, DeployedSpec, StatusPatch};
+use super::{Context, Error, OWNER_NAME_LABEL, OWNER_UID_LABEL};
+use crate::crd::{
+    DeploymentResource, DeploymentResourceSpec, DeploymentTemplate, FailedRequest, PolicyRef,
+    ResourceOperation,
+};
 use crate::policy::LoadedPolicy;
+use crate::radius::{DeleteStart, DeploymentRequest, OperationKind, RadiusError, ResumeToken};
+
+/// ARM's answer to a PUT of a deployment whose previous run is still active.
+const DEPLOYMENT_ACTIVE: &str = "DeploymentActive";
+
+/// Carry out a template plan.
+pub async fn template_plan(
+    ctx: &Context,
+    object: &DeploymentTemplate,
+    policy: &LoadedPolicy,
+    observation: &TemplateObservation,
+    actions: &[TemplateAction],
+) -> Result<Executed, Error> {
+    let current = Current {
+        conditions: object
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or(&[]),
+        generation: object.meta().generation,
+    };
+    let spec = DeployedSpec {
+        hash: &observation.spec_hash,
+        template: &observation.spec.template,
+        parameters: &observation.spec.parameters,
+        provider_config: object.spec.provider_config.as_ref(),
+    };
+    let mut patch = StatusPatch::default();
+    let mut executed = Executed::default();
+    let mut finalizer_removed = false;
+    for action in actions {
+        match action {
+            TemplateAction::AddFinalizer => {
+                set_finalizer(ctx, object, TEMPLATE_FINALIZER, true).await?
+            }
+            TemplateAction::RemoveFinalizer => {
+                set_finalizer(ctx, object, TEMPLATE_FINALIZER, false).await?;
+                finalizer_removed = true;
+            }
+            TemplateAction::EnsureResourceGroup(scope) => {
+                if !ensure_resource_group(ctx, object, observation, scope).await? {
+                    // Refused: recorded; the policy is shown it next.
+                    executed.mutation_failed = true;
+                    executed.requeue_ms = Some(0);
+                    return Ok(executed);
+                }
+            }
+            TemplateAction::StartDeployment(start) => {
+                match start_deployment(ctx, object, observation, start).await? {
+                    Started::Recorded => {}
+                    Started::Refused => executed.mutation_failed = true,
+                    Started::CacheBehind => {
+                        // The watch brings our earlier write; decide again then.
+                        executed.requeue_ms = Some(1_000);
+                        return Ok(executed);
+                    }
+                }
+            }
+            TemplateAction::CreateResource(create) => create_resource(ctx, object, create).await?,
+            TemplateAction::DeleteResource(name) => delete_resource(ctx, object, name).await?,
+            TemplateAction::SetStatus(update) => patch.template_update(&current, update, &spec),
+            TemplateAction::EmitEvent(event) => emit(ctx, object, event).await,
+            TemplateAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
+        }
+    }
+    if !patch.is_empty() && !finalizer_removed {
+        patch.policy = Some(policy_ref(policy));
+        write_status(ctx, object, &key(object), &patch).await?;
+    }
+    Ok(executed)
+}
+
+/// Carry out a resource plan.
+pub async fn resource_plan(
+    ctx: &Context,
+    object: &DeploymentResource,
+    policy: &LoadedPolicy,
+    _observation: &ResourceObservation,
+    actions: &[ResourceAction],
+) -> Result<Executed, Error> {
+    let current = Current {
+        conditions: object
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or(&[]),
+        generation: object.meta().generation,
+    };
+    let mut patch = StatusPatch::default();
+    let mut executed = Executed::default();
+    let mut finalizer_removed = false;
+    for action in actions {
+        match action {
+            ResourceAction::AddFinalizer => {
+                set_finalizer(ctx, object, RESOURCE_FINALIZER, true).await?
+            }
+            ResourceAction::RemoveFinalizer => {
+                set_finalizer(ctx, object, RESOURCE_FINALIZER, false).await?;
+                finalizer_removed = true;
+            }
+            ResourceAction::StartRadiusDelete => {
+                if !start_radius_delete(ctx, object).await? {
+                    executed.mutation_failed = true;
+                }
+            }
+            ResourceAction::SetStatus(update) => patch.resource_update(&current, update),
+            ResourceAction::EmitEvent(event) => emit(ctx, object, event).await,
+            ResourceAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
+        }
+    }
+    if !patch.is_empty() && !finalizer_removed {
+        patch.policy = Some(policy_ref(policy));
+        write_status(ctx, object, &key(object), &patch).await?;
+    }
+    Ok(executed)
+}
+
+fn api<K: Reconciled>(ctx: &Context, object: &K) -> Api<K> {
+    Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default())
+}
 
 /// Add or remove `finalizer`, with the object's resourceVersion as a
 /// precondition so a concurrent change is not overwritten.
-pub async fn set_finalizer<K>(
-    api: &Api<K>,
+pub async fn set_finalizer<K: Reconciled>(
+    ctx: &Context,
     object: &K,
     finalizer: &str,
     present: bool,
-) -> Result<(), Error>
-where
-    K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
-{
+) -> Result<(), Error> {
     let mut finalizers: Vec<String> = object.finalizers().to_vec();
     if present {
         if finalizers.iter().any(|f| f == finalizer) {
@@ -39,64 +167,46 @@ where
         "finalizers": finalizers,
         "resourceVersion": object.resource_version(),
     }});
-    api.patch(
-        &object.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(Error::kube(if present {
-        "add finalizer"
-    } else {
-        "remove finalizer"
-    }))?;
+    api(ctx, object)
+        .patch(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(Error::kube(if present {
+            "add finalizer"
+        } else {
+            "remove finalizer"
+        }))?;
     Ok(())
 }
 
-/// Merge a policy's `Ready` (or other) conditions into the current list,
-/// moving `lastTransitionTime` only when a condition's status changes.
-pub fn merge_conditions(
-    current: &[Condition],
-    updates: &[model::Condition],
-    generation: Option<i64>,
-) -> Vec<Condition> {
-    let mut merged: Vec<Condition> = current.to_vec();
-    for update in updates {
-        let status = match update.status {
-            model::ConditionStatus::True => "True",
-            model::ConditionStatus::False => "False",
-            model::ConditionStatus::Unknown => "Unknown",
-        };
-        let reason = if update.reason.is_empty() {
-            "Unknown".to_string()
-        } else {
-            update.reason.clone()
-        };
-        match merged.iter_mut().find(|c| c.type_ == update.kind) {
-            Some(existing) => {
-                if existing.status != status {
-                    existing.last_transition_time = now();
-                }
-                existing.status = status.to_string();
-                existing.reason = reason;
-                existing.message = update.message.clone();
-                existing.observed_generation = generation;
-            }
-            None => merged.push(Condition {
-                type_: update.kind.clone(),
-                status: status.to_string(),
-                reason,
-                message: update.message.clone(),
-                observed_generation: generation,
-                last_transition_time: now(),
-            }),
-        }
+/// Merge-patch the status subresource. If the write moved the object on,
+/// the version it was decided on is remembered: a decision on a cache that
+/// still shows that version waits for the write to arrive.
+pub async fn write_status<K: Reconciled>(
+    ctx: &Context,
+    object: &K,
+    key: &str,
+    patch: &StatusPatch,
+) -> Result<(), Error> {
+    if patch.is_empty() {
+        return Ok(());
     }
-    merged
-}
-
-fn now() -> Time {
-    Time(k8s_openapi::jiff::Timestamp::now())
+    let written = api(ctx, object)
+        .patch_status(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch.to_body()),
+        )
+        .await
+        .map_err(Error::kube("write status"))?;
+    let before = object.meta().resource_version.clone();
+    if written.meta().resource_version != before {
+        ctx.memory.wrote_over(key, before);
+    }
+    Ok(())
 }
 
 /// Which policy took the decision, for `status.policy`.
@@ -108,152 +218,368 @@ pub fn policy_ref(policy: &LoadedPolicy) -> PolicyRef {
     }
 }
 
-/// Merge-patch the status subresource with `fields`.
-pub async fn patch_status<K>(
-    api: &Api<K>,
-    name: &str,
-    fields: Map<String, Value>,
-) -> Result<(), Error>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    if fields.is_empty() {
-        return Ok(());
+/// A failed request as recorded in status.
+fn failed_request(kind: &str, target: &str, subject: &str, error: &RadiusError) -> FailedRequest {
+    let (code, message) = match error {
+        RadiusError::Arm { code, message, .. } => (code.clone(), message.clone()),
+        other => (other.reason().to_string(), other.to_string()),
+    };
+    FailedRequest {
+        operation_kind: kind.to_string(),
+        target: target.to_string(),
+        subject: subject.to_string(),
+        code,
+        message,
+        time: Some(super::status::now()),
     }
-    let patch = json!({"status": Value::Object(fields)});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(Error::kube("write status"))?;
-    Ok(())
 }
+
+/// Create the Radius resource group if absent. `Ok(false)`: Radius refused
+/// it, and the refusal is recorded in status for the policy to see.
+async fn ensure_resource_group(
+    ctx: &Context,
+    object: &DeploymentTemplate,
+    observation: &TemplateObservation,
+    scope: &str,
+) -> Result<bool, Error> {
+    match ctx.radius.ensure_resource_group(scope).await {
+        Ok(_) => Ok(true),
+        Err(error) if error.is_transient() => Err(error.into()),
+        Err(error) => {
+            tracing::info!(error = %error, "Radius refused the resource group");
+            let failed = failed_request("PUT", scope, &observation.spec_hash, &error);
+            write_status(
+                ctx,
+                object,
+                &key(object),
+                &StatusPatch::request_failed(failed),
+            )
+            .await?;
+            Ok(false)
+        }
+    }
+}
+
+/// How starting a deployment went.
+enum Started {
+    /// Started (or found running) and recorded in status.
+    Recorded,
+    /// Radius refused it; the refusal is recorded in status.
+    Refused,
+    /// The API server already shows a newer operation or deployed hash than
+    /// the decision saw: nothing was sent.
+    CacheBehind,
+}
+
+/// PUT the deployment the plan names and record its operation in status.
+///
+/// Before deploying, the template is read again from the API server: the
+/// watch cache can lag our own status write by a reconcile or two under
+/// load, and a deployment is the one effect that must not be repeated, so
+/// this one deliberate read is made even though a cache exists. Then Radius
+/// is asked for a deployment of that name still running (started by us
+/// before a crash or a lost status write, or a token Radius forgot): that
+/// one is followed instead of sending the same deployment again.
+async fn start_deployment(
+    ctx: &Context,
+    object: &DeploymentTemplate,
+    observation: &TemplateObservation,
+    start: &model::StartDeployment,
+) -> Result<Started, Error> {
+    if cache_is_behind(ctx, object).await? {
+        return Ok(Started::CacheBehind);
+    }
+    let deployment_id = format!(
+        "{}/providers/Microsoft.Resources/deployments/{}",
+        start.scope, start.deployment_name
+    );
+    let follow = ResumeToken {
+        kind: OperationKind::Deployment,
+        resource_id: deployment_id.clone(),
+        async_operation: None,
+        location: None,
+        subject: observation.spec_hash.clone(),
+        rejected: None,
+    };
+    let token = if running_in_radius(ctx, &deployment_id).await? {
+        tracing::info!(deployment = %deployment_id, "deployment already running in Radius; following it");
+        follow
+    } else {
+        let request = DeploymentRequest {
+            scope: &start.scope,
+            name: &start.deployment_name,
+            template: &observation.spec.template,
+            parameters: &observation.spec.parameters,
+            provider_config: &observation.spec.provider_config,
+            subject: &observation.spec_hash,
+        };
+        match ctx.radius.start_deployment(&request).await {
+            Ok(token) => token,
+            Err(error) if error.is_transient() => return Err(error.into()),
+            Err(RadiusError::Arm {
+                status: 409, code, ..
+            }) if code == DEPLOYMENT_ACTIVE => {
+                // Exactly the deployment the plan named is running: follow it.
+                tracing::info!(deployment = %deployment_id, "deployment already active; following it");
+                follow
+            }
+            Err(error) => {
+                tracing::info!(error = %error, "Radius refused the deployment");
+                let failed = failed_request("PUT", &deployment_id, &observation.spec_hash, &error);
+                write_status(
+                    ctx,
+                    object,
+                    &key(object),
+                    &StatusPatch::request_failed(failed),
+                )
+                .await?;
+                return Ok(Started::Refused);
+            }
+        }
+    };
+    let patch = StatusPatch::operation_started(
+        ResourceOperation {
+            resume_token: token.encode(),
+            operation_kind: "PUT".to_string(),
+        },
+        Some(token.resource_id),
+    );
+    write_status(ctx, object, &key(object), &patch).await?;
+    Ok(Started::Recorded)
+}
+
+/// Whether the API server holds a newer operation or deployed hash than the
+/// cached object the decision was taken on. (Comparing, rather than looking
+/// for any recorded operation, leaves a policy free to redeploy an unchanged
+/// spec on purpose.)
+async fn cache_is_behind(ctx: &Context, object: &DeploymentTemplate) -> Result<bool, Error> {
+    let fresh = api(ctx, object)
+        .get_opt(&object.name_any())
+        .await
+        .map_err(Error::kube("re-read the template before deploying"))?;
+    let Some(fresh) = fresh else {
+        return Ok(true);
+    };
+    let server = fresh.status.unwrap_or_default();
+    let cached = object.status.clone().unwrap_or_default();
+    Ok(server.operation != cached.operation || server.status_hash != cached.status_hash)
+}
+
+/// True if Radius has a deployment of this id that has not finished.
+async fn running_in_radius(ctx: &Context, deployment_id: &str) -> Result<bool, Error> {
+    let Some(body) = ctx.radius.get_resource(deployment_id).await? else {
+        return Ok(false);
+    };
+    let state = body
+        .pointer("/properties/provisioningState")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    Ok(!["Succeeded", "Failed", "Canceled"]
+        .iter()
+        .any(|done| state.eq_ignore_ascii_case(done)))
+}
+
+/// Create a `DeploymentResource` owned by this template.
+async fn create_resource(
+    ctx: &Context,
+    object: &DeploymentTemplate,
+    create: &model::CreateResource,
+) -> Result<(), Error> {
+    let namespace = object.namespace().unwrap_or_default();
+    let resources: Api<DeploymentResource> = Api::namespaced(ctx.client.clone(), &namespace);
+    // Controller owner with blockOwnerDeletion, so foreground deletion of
+    // the template waits for its resources.
+    let owner = object.controller_owner_ref(&()).map(|mut owner| {
+        owner.block_owner_deletion = Some(true);
+        owner
+    });
+    let labels = BTreeMap::from([
+        (
+            OWNER_UID_LABEL.to_string(),
+            object.uid().unwrap_or_default(),
+        ),
+        (
+            OWNER_NAME_LABEL.to_string(),
+            truncate_label(&object.name_any()),
+        ),
+    ]);
+    let resource = DeploymentResource {
+        metadata: ObjectMeta {
+            name: Some(create.name.clone()),
+            namespace: Some(namespace),
+            labels: Some(labels),
+            owner_references: Some(owner.into_iter().collect()),
+            ..Default::default()
+        },
+        spec: DeploymentResourceSpec {
+            id: create.radius_id.clone(),
+            provider_config: object.spec.provider_config.clone(),
+        },
+        status: None,
+    };
+    match resources.create(&PostParams::default(), &resource).await {
+        Ok(_) => Ok(()),
+        // Created by an earlier reconcile whose result we had not seen yet.
+        Err(kube::Error::Api(response)) if response.code == 409 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            what: "create a DeploymentResource",
+            source,
+        }),
+    }
+}
+
+/// Delete an owned `DeploymentResource` (its own controller then deletes
+/// the Radius resource). Already gone is done.
+async fn delete_resource(
+    ctx: &Context,
+    object: &DeploymentTemplate,
+    name: &str,
+) -> Result<(), Error> {
+    let resources: Api<DeploymentResource> =
+        Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default());
+    match resources.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(response)) if response.code == 404 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            what: "delete a DeploymentResource",
+            source,
+        }),
+    }
+}
+
+/// Start the Radius DELETE of the resource's id and record the operation.
+/// `Ok(false)`: Radius refused it or could not be reached after the
+/// client's retries; that is recorded instead, so the status says what is
+/// failing and the policy paces the next attempt.
+async fn start_radius_delete(ctx: &Context, object: &DeploymentResource) -> Result<bool, Error> {
+    let id = &object.spec.id;
+    let token = match ctx.radius.start_delete(id).await {
+        Ok(DeleteStart::Started(token)) => token,
+        // Done at once: polling the resource itself then finds it gone.
+        Ok(DeleteStart::Done { .. }) => ResumeToken {
+            kind: OperationKind::Deletion,
+            resource_id: id.clone(),
+            async_operation: None,
+            location: None,
+            subject: String::new(),
+            rejected: None,
+        },
+        Err(error) => {
+            tracing::info!(error = %error, "the Radius DELETE failed");
+            let failed = failed_request("DELETE", id, "", &error);
+            write_status(
+                ctx,
+                object,
+                &key(object),
+                &StatusPatch::request_failed(failed),
+            )
+            .await?;
+            return Ok(false);
+        }
+    };
+    let patch = StatusPatch::operation_started(
+        ResourceOperation {
+            resume_token: token.encode(),
+            operation_kind: "DELETE".to_string(),
+        },
+        None,
+    );
+    write_status(ctx, object, &key(object), &patch).await?;
+    Ok(true)
+}
+
+fn truncate_label(value: &str) -> String {
+    value
+        .chars()
+        .take(63)
+        .collect::<String>()
+        .trim_end_matches(['-', '.', '_'])
+        .to_string()
+}
+
+/// Longest object name kube's recorder can name an Event after: it names
+/// events `{object}.{nanoseconds in hex}`, and names are at most 253.
+const RECORDER_NAME_LIMIT: usize = 253 - 17;
 
 /// Publish a Kubernetes Event about `object`. Failing to record an event
 /// never fails the reconcile.
-pub async fn emit<K>(ctx: &Context, object: &K, event: &model::Event)
-where
-    K: Resource<DynamicType = ()>,
-{
+pub async fn emit<K: Reconciled>(ctx: &Context, object: &K, event: &model::Event) {
     let type_ = match event.event_type {
         model::EventType::Normal => EventType::Normal,
         model::EventType::Warning => EventType::Warning,
     };
-    let mut note = event.message.clone();
-    if note.len() > 1000 {
-        let mut cut = 1000;
-        while !note.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        note.truncate(cut);
-    }
-    let published = ctx
-        .recorder
-        .publish(
-            &Event {
-                type_,
-                reason: event.reason.chars().take(128).collect(),
-                note: Some(note),
-                action: "Reconcile".to_string(),
-                secondary: None,
-            },
-            &object.object_ref(&()),
-        )
-        .await;
+    let note = cut(&event.message, 1000);
+    let reason: String = event.reason.chars().take(128).collect();
+    let reference = object.object_ref(&());
+    let published = if object.name_any().len() <= RECORDER_NAME_LIMIT {
+        ctx.recorder
+            .publish(
+                &Event {
+                    type_,
+                    reason: reason.clone(),
+                    note: Some(note),
+                    action: "Reconcile".to_string(),
+                    secondary: None,
+                },
+                &reference,
+            )
+            .await
+    } else {
+        publish_for_long_name(ctx, reference, type_, reason.clone(), note).await
+    };
     if let Err(error) = published {
-        tracing::warn!(%error, reason = %event.reason, "could not record an event");
+        tracing::warn!(reason = %reason, error = %super::describe_kube_error(&error), "could not record an event");
     }
 }
 
-/// Turn a decision failure or a rejected plan into status fields and a
-/// Warning event: the object goes `Failed` with `message`.
-pub fn failure_fields(
-    message: &str,
-    reason: &str,
-    current: &[Condition],
-    generation: Option<i64>,
-) -> Map<String, Value> {
-    let conditions = merge_conditions(
-        current,
-        &[model::Condition {
-            kind: model::READY_CONDITION.to_string(),
-            status: model::ConditionStatus::False,
-            reason: reason.to_string(),
-            message: message.to_string(),
-        }],
-        generation,
+/// The recorder cannot name an event after an object whose name is near the
+/// 253-character limit: create it here under a shortened name instead.
+async fn publish_for_long_name(
+    ctx: &Context,
+    reference: k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: String,
+    note: String,
+) -> Result<(), kube::Error> {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let name = reference.name.clone().unwrap_or_default();
+    let short: String = name.chars().take(200).collect();
+    let event = K8sEvent {
+        metadata: ObjectMeta {
+            name: Some(format!("{short}.{:x}", now.as_nanosecond())),
+            namespace: reference.namespace.clone(),
+            ..Default::default()
+        },
+        action: Some("Reconcile".to_string()),
+        reason: Some(reason),
+        note: Some(note),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(reference.clone()),
+        reporting_controller: Some("radwasm".to_string()),
+        reporting_instance: Some(
+            std::env::var("POD_NAME").unwrap_or_else(|_| "radwasm".to_string()),
+        ),
+        type_: Some(
+            match type_ {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            }
+            .to_string(),
+        ),
+        ..Default::default()
+    };
+    let events: Api<K8sEvent> = Api::namespaced(
+        ctx.client.clone(),
+        reference.namespace.as_deref().unwrap_or("default"),
     );
-    let mut fields = Map::new();
-    fields.insert("phrase".into(), json!("Failed"));
-    fields.insert("message".into(), json!(message));
-    fields.insert(
-        "conditions".into(),
-        serde_json::to_value(conditions).unwrap_or(Value::Null),
-    );
-    // The failure is about this generation: clients waiting for the outcome
-    // of their change (kubectl wait, `radwasm dev`) must see it as current.
-    if let Some(generation) = generation {
-        fields.insert("observedGeneration".into(), json!(generation));
-    }
-    fields
+    events.create(&PostParams::default(), &event).await?;
+    Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ready(status: model::ConditionStatus, reason: &str) -> model::Condition {
-        model::Condition {
-            kind: "Ready".into(),
-            status,
-            reason: reason.into(),
-            message: format!("{reason} message"),
-        }
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
     }
-
-    #[test]
-    fn a_condition_keeps_its_transition_time_until_its_status_changes() {
-        let first = merge_conditions(
-            &[],
-            &[ready(model::ConditionStatus::False, "Deploying")],
-            Some(1),
-        );
-        assert_eq!(first.len(), 1);
-        let mut aged = first.clone();
-        aged[0].last_transition_time = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-
-        let same_status = merge_conditions(
-            &aged,
-            &[ready(
-                model::ConditionStatus::False,
-                "WaitingForDependencies",
-            )],
-            Some(2),
-        );
-        assert_eq!(
-            same_status[0].last_transition_time,
-            aged[0].last_transition_time
-        );
-        assert_eq!(same_status[0].reason, "WaitingForDependencies");
-        assert_eq!(same_status[0].observed_generation, Some(2));
-
-        let flipped = merge_conditions(
-            &aged,
-            &[ready(model::ConditionStatus::True, "Deployed")],
-            Some(2),
-        );
-        assert_ne!(
-            flipped[0].last_transition_time,
-            aged[0].last_transition_time
-        );
-        assert_eq!(flipped[0].status, "True");
-    }
-
-    #[test]
-    fn failure_fields_mark_the_object_failed_with_the_message() {
-        let fields = failure_fields("plan rejected at action 2", "PlanRejected", &[], Some(3));
-        assert_eq!(fields["phrase"], "Failed");
-        assert_eq!(fields["message"], "plan rejected at action 2");
-        assert_eq!(fields["conditions"][0]["reason"], "PlanRejected");
-        assert_eq!(fields["conditions"][0]["status"], "False");
-        assert_eq!(fields["observedGeneration"], 3);
-    }
+    text[..end].to_string()
 }

@@ -11,7 +11,7 @@ use radwasm_policy_model::{
     OperationResult, ResourceAction, ResourceObservation, TemplateAction, TemplateObservation,
 };
 
-use crate::scope;
+use radwasm_policy_model::scope;
 
 /// Most actions one plan may hold.
 pub const MAX_ACTIONS: usize = 1024;

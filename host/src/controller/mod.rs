@@ -1,31 +1,38 @@
-//! The two controllers and what they share. One reconcile of one object is:
-//! observe (read it, what it owns, poll its recorded Radius operation once),
-//! ask the loaded policy guest for a plan, check the plan against the guard
-//! rails, carry it out, requeue as the plan says.
+//! The two controllers and what they share. Every reconcile of either kind
+//! takes the one path in [`driver`]: observe (read the object, what it owns,
+//! poll its recorded Radius operation once), ask the loaded policy guest for a
+//! plan, check the plan against the guard rails, carry it out, requeue as the
+//! plan says. This module wires the watches: an object's own status writes do
+//! not wake it (only what a user or another object changes does), so the
+//! policy's requested delay is what paces it.
 
+pub mod driver;
 pub mod execute;
 pub mod guard;
+pub mod memory;
 pub mod observe;
 mod resource;
+pub mod status;
 mod template;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Controller;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use kube::{Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::crd::{DeploymentResource, DeploymentTemplate};
-use crate::metrics::Metrics;
-use crate::policy::{Decision, DecisionError, LoadedPolicy, PolicySlot};
+use crate::metrics::{Metrics, Readiness};
+use crate::policy::PolicySlot;
 use crate::radius::RadiusClient;
+use memory::ObjectMemory;
 
 /// Label on every `DeploymentResource`: the uid of its owner template, so a
 /// template lists what it owns with one selector.
@@ -45,7 +52,8 @@ pub struct Context {
     pub policy: PolicySlot,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
-    failures: Mutex<HashMap<String, u32>>,
+    /// Bounded per-object memory: error backoff, pacing, our last writes.
+    pub memory: ObjectMemory,
 }
 
 impl Context {
@@ -65,24 +73,8 @@ impl Context {
             radius,
             policy,
             metrics,
-            failures: Mutex::new(HashMap::new()),
+            memory: ObjectMemory::default(),
         }
-    }
-
-    fn reset_failures(&self, key: &str) {
-        if let Ok(mut failures) = self.failures.lock() {
-            failures.remove(key);
-        }
-    }
-
-    /// Backoff for an object's n-th consecutive error: 1 s doubling to 60 s.
-    fn backoff(&self, key: &str) -> Duration {
-        let Ok(mut failures) = self.failures.lock() else {
-            return Duration::from_secs(5);
-        };
-        let count = failures.entry(key.to_string()).or_insert(0);
-        *count = count.saturating_add(1);
-        Duration::from_secs(1u64 << (*count - 1).min(6)).min(Duration::from_secs(60))
     }
 }
 
@@ -110,6 +102,52 @@ impl Error {
             Error::Kube { .. } => "KubeError",
             Error::Radius(error) => error.reason(),
         }
+    }
+
+    /// True if retrying the same thing may well work (a 5xx, a conflict,
+    /// Radius unreachable): such failures are logged below `WARN`.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Kube {
+                source: kube::Error::Api(status),
+                ..
+            } => status.code >= 500 || status.code == 409 || status.code == 429,
+            Error::Kube { .. } => true,
+            Error::Radius(error) => error.is_transient(),
+        }
+    }
+
+    /// One line for a log: the API server's message and causes, not a dump.
+    pub fn display(&self) -> String {
+        match self {
+            Error::Kube { what, source } => format!("{what}: {}", describe_kube_error(source)),
+            Error::Radius(error) => format!("Radius: {error}"),
+        }
+    }
+}
+
+/// A Kubernetes client error as a person reads it: the API server's message
+/// (and the field causes it lists, one per line), not a debug dump.
+pub fn describe_kube_error(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => {
+            let mut text = format!("{} ({})", status.message, status.code);
+            if let Some(details) = &status.details {
+                for cause in &details.causes {
+                    text.push_str(&format!(
+                        "\n  {}: {}",
+                        if cause.field.is_empty() {
+                            "-"
+                        } else {
+                            &cause.field
+                        },
+                        cause.message
+                    ));
+                }
+            }
+            text
+        }
+        other => other.to_string(),
     }
 }
 
@@ -141,31 +179,80 @@ where
     }
 }
 
+/// Whether the deletion of an object was requested (hashed for a predicate).
+fn deletion<K: Resource>(object: &K) -> Option<u64> {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    object.meta().deletion_timestamp.is_some().hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// What wakes an object of its own kind: anything but a status write.
+/// Generation (spec), labels, annotations, finalizers and the deletion
+/// request; the controller's own status writes move none of these, so they
+/// never start a reconcile ahead of the delay the policy asked for.
+fn user_changes<K: Resource + 'static>() -> impl Predicate<K> + Send + 'static {
+    (predicates::generation::<K>)
+        .combine(predicates::labels::<K>)
+        .combine(predicates::annotations::<K>)
+        .combine(predicates::finalizers::<K>)
+        .combine(deletion::<K>)
+}
+
 /// Run both controllers until `shutdown` is cancelled; in-flight reconciles
-/// finish first.
-pub async fn run(ctx: Arc<Context>, options: Options, shutdown: CancellationToken) {
+/// finish first. `readiness` turns ready once both caches have synced.
+pub async fn run(
+    ctx: Arc<Context>,
+    options: Options,
+    shutdown: CancellationToken,
+    readiness: Readiness,
+) {
     let templates: Api<DeploymentTemplate> = api(&ctx.client, &options.namespace);
     let resources: Api<DeploymentResource> = api(&ctx.client, &options.namespace);
     let config = kube::runtime::controller::Config::default().concurrency(options.concurrency);
 
-    let template_controller = Controller::new(templates.clone(), watcher::Config::default())
+    let (template_store, template_writer) = reflector::store();
+    let template_trigger = watcher(templates.clone(), watcher::Config::default())
+        .default_backoff()
+        .reflect(template_writer)
+        .applied_objects()
+        .predicate_filter(user_changes(), Default::default());
+    let (resource_store, resource_writer) = reflector::store();
+    let resource_trigger = watcher(resources.clone(), watcher::Config::default())
+        .default_backoff()
+        .reflect(resource_writer)
+        .applied_objects()
+        .predicate_filter(user_changes(), Default::default());
+
+    {
+        let (templates, resources) = (template_store.clone(), resource_store.clone());
+        tokio::spawn(async move {
+            if templates.wait_until_ready().await.is_ok()
+                && resources.wait_until_ready().await.is_ok()
+            {
+                tracing::info!("caches synced");
+                readiness.set_ready();
+            }
+        });
+    }
+
+    // A template that others depend on wakes them when it changes (its
+    // status included: that is what they wait for).
+    let dependents = template_store.clone();
+    let template_controller = Controller::for_stream(template_trigger, template_store)
         .with_config(config.clone())
-        .owns(resources.clone(), watcher::Config::default());
-    // A template that others depend on wakes them when it changes.
-    let store = template_controller.store();
-    let template_controller = template_controller
+        .owns(resources.clone(), watcher::Config::default())
         .watches(
             templates,
             watcher::Config::default(),
             move |changed: DeploymentTemplate| {
                 let name = changed.name_any();
                 let namespace = changed.namespace();
-                store
+                dependents
                     .state()
                     .into_iter()
                     .filter(|t| {
                         t.namespace() == namespace
-                            && radwasm_policy_core::annotations::depends_on(t.annotations())
+                            && radwasm_policy_model::annotations::depends_on(t.annotations())
                                 .contains(&name)
                     })
                     .map(|t| ObjectRef::from_obj(&*t))
@@ -173,17 +260,25 @@ pub async fn run(ctx: Arc<Context>, options: Options, shutdown: CancellationToke
             },
         )
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
-        .run(template::reconcile, template::error_policy, ctx.clone())
+        .run(
+            driver::reconcile::<DeploymentTemplate>,
+            driver::error_policy::<DeploymentTemplate>,
+            ctx.clone(),
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "template controller");
             }
         });
 
-    let resource_controller = Controller::new(resources, watcher::Config::default())
+    let resource_controller = Controller::for_stream(resource_trigger, resource_store)
         .with_config(config)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
-        .run(resource::reconcile, resource::error_policy, ctx.clone())
+        .run(
+            driver::reconcile::<DeploymentResource>,
+            driver::error_policy::<DeploymentResource>,
+            ctx.clone(),
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "resource controller");
@@ -191,37 +286,4 @@ pub async fn run(ctx: Arc<Context>, options: Options, shutdown: CancellationToke
         });
 
     tokio::join!(template_controller, resource_controller);
-}
-
-/// Ask the guest off the async workers, on tokio's blocking pool. A guest
-/// may burn its whole fuel budget before it is stopped, which must not stall
-/// the watches; and WASI's synchronous host calls (a trapping Rust guest
-/// writes its panic message to stderr) block on the runtime, which tokio only
-/// allows outside its worker threads. Gives back the observation for the
-/// guard rails and how long the decision took; an error only if the decision
-/// task itself panicked (a host bug), which fails this one object.
-async fn decide<O, P>(
-    policy: &LoadedPolicy,
-    observation: O,
-    ask: fn(&LoadedPolicy, &O) -> Result<Decision<P>, DecisionError>,
-) -> Result<(Result<Decision<P>, DecisionError>, O, Duration), tokio::task::JoinError>
-where
-    O: Send + 'static,
-    P: Send + 'static,
-{
-    let guest = policy.clone();
-    tokio::task::spawn_blocking(move || {
-        let started = Instant::now();
-        let decision = ask(&guest, &observation);
-        (decision, observation, started.elapsed())
-    })
-    .await
-}
-
-/// The requeue a plan asked for, or the periodic resync.
-fn requeue(ms: Option<u32>) -> Action {
-    match ms {
-        Some(ms) => Action::requeue(Duration::from_millis(u64::from(ms))),
-        None => Action::requeue(RESYNC),
-    }
 }

@@ -11,7 +11,9 @@ use radwasm_policy_model as model;
 use sha2::{Digest, Sha256};
 
 use super::{Context, Error, OWNER_UID_LABEL};
-use crate::crd::{DeploymentResource, DeploymentTemplate, ProviderConfig, ResourceOperation};
+use crate::crd::{
+    DeploymentResource, DeploymentTemplate, FailedRequest, ProviderConfig, ResourceOperation,
+};
 use crate::radius::{self, PollOutcome, ResumeToken};
 
 /// The spec as the three JSON texts the policy and Radius see.
@@ -79,9 +81,9 @@ pub fn conditions(conditions: &[Condition]) -> Vec<model::Condition> {
 pub async fn template(
     object: &DeploymentTemplate,
     ctx: &Context,
-    spec: &SpecTexts,
-    spec_hash: &str,
 ) -> Result<model::TemplateObservation, Error> {
+    let spec = &spec_texts(object);
+    let spec_hash = &spec_hash(spec);
     let namespace = object.namespace().unwrap_or_default();
     let uid = object.uid().unwrap_or_default();
     let resources: Api<DeploymentResource> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -110,14 +112,16 @@ pub async fn template(
         .collect();
 
     let status = object.status.clone().unwrap_or_default();
-    let operation = match &status.operation {
-        Some(recorded) => Some(poll(ctx, recorded).await),
-        None => None,
-    };
+    let operation = operation(
+        ctx,
+        status.operation.as_ref(),
+        status.failed_request.as_ref(),
+    )
+    .await;
 
     let annotations = object.annotations();
     let mut dependencies = Vec::new();
-    let names = radwasm_policy_core::annotations::depends_on(annotations);
+    let names = model::annotations::depends_on(annotations);
     if !names.is_empty() {
         let templates: Api<DeploymentTemplate> = Api::namespaced(ctx.client.clone(), &namespace);
         for name in names {
@@ -198,10 +202,12 @@ pub async fn resource(
         }
     };
     let status = object.status.clone().unwrap_or_default();
-    let operation = match &status.operation {
-        Some(recorded) => Some(poll(ctx, recorded).await),
-        None => None,
-    };
+    let operation = operation(
+        ctx,
+        status.operation.as_ref(),
+        status.failed_request.as_ref(),
+    )
+    .await;
     Ok(model::ResourceObservation {
         meta: meta(object.meta()),
         radius_id: object.spec.id.clone(),
@@ -213,6 +219,39 @@ pub async fn resource(
         owner,
         operation,
     })
+}
+
+/// What the policy is told of the last Radius attempt: the recorded
+/// operation, polled once; or else a request Radius refused, as an attempt
+/// that failed.
+async fn operation(
+    ctx: &Context,
+    recorded: Option<&ResourceOperation>,
+    failed: Option<&FailedRequest>,
+) -> Option<model::OperationObservation> {
+    match (recorded, failed) {
+        (Some(recorded), _) => Some(poll(ctx, recorded).await),
+        (None, Some(failed)) => {
+            let deletion = failed.operation_kind == "DELETE";
+            Some(model::OperationObservation {
+                kind: if deletion {
+                    model::OperationKind::Deletion
+                } else {
+                    model::OperationKind::Deployment
+                },
+                subject: if deletion {
+                    failed.target.clone()
+                } else {
+                    failed.subject.clone()
+                },
+                result: model::OperationResult::Failed(model::RadiusError {
+                    code: failed.code.clone(),
+                    message: failed.message.clone(),
+                }),
+            })
+        }
+        (None, None) => None,
+    }
 }
 
 /// Poll the recorded operation once and say what it is doing.

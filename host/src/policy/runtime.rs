@@ -97,6 +97,18 @@ pub struct Decision<P> {
     pub fuel_used: u64,
 }
 
+impl<P> Decision<P> {
+    /// The same decision with its plan turned into another form.
+    pub fn map_plan<Q>(self, f: impl FnOnce(P) -> Q) -> Decision<Q> {
+        Decision {
+            plan: f(self.plan),
+            logs: self.logs,
+            dropped_logs: self.dropped_logs,
+            fuel_used: self.fuel_used,
+        }
+    }
+}
+
 /// The shared wasmtime engine, linker and compiled-component cache.
 #[derive(Clone)]
 pub struct PolicyEngine {
@@ -381,24 +393,12 @@ impl LoadedPolicy {
         observation: &model::Observation,
     ) -> Result<Decision<model::Plan>, DecisionError> {
         match observation {
-            model::Observation::DeploymentTemplate(observation) => {
-                let decision = self.decide_template(observation)?;
-                Ok(Decision {
-                    plan: model::Plan::DeploymentTemplate(decision.plan),
-                    logs: decision.logs,
-                    dropped_logs: decision.dropped_logs,
-                    fuel_used: decision.fuel_used,
-                })
-            }
-            model::Observation::DeploymentResource(observation) => {
-                let decision = self.decide_resource(observation)?;
-                Ok(Decision {
-                    plan: model::Plan::DeploymentResource(decision.plan),
-                    logs: decision.logs,
-                    dropped_logs: decision.dropped_logs,
-                    fuel_used: decision.fuel_used,
-                })
-            }
+            model::Observation::DeploymentTemplate(observation) => Ok(self
+                .decide_template(observation)?
+                .map_plan(model::Plan::DeploymentTemplate)),
+            model::Observation::DeploymentResource(observation) => Ok(self
+                .decide_resource(observation)?
+                .map_plan(model::Plan::DeploymentResource)),
         }
     }
 

@@ -11,7 +11,10 @@ use super::endpoint::AGGREGATED_PATH;
 use super::error::{self, RadiusError};
 use super::operation::{self, OperationKind, PollOutcome, ResumeToken};
 use super::{DEPLOYMENT_API_VERSION, Endpoint, RESOURCE_API_VERSION};
-use crate::scope::{Scope, parse_resource_id};
+use radwasm_policy_model::scope::{Scope, parse_resource_id};
+use std::sync::Arc;
+
+use crate::metrics::Metrics;
 
 /// Timeouts and retries for every request.
 #[derive(Debug, Clone)]
@@ -98,11 +101,21 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// Client for one Radius endpoint. Cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RadiusClient {
     endpoint: Endpoint,
     http: reqwest::Client,
     retry: RetryPolicy,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl std::fmt::Debug for RadiusClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RadiusClient")
+            .field("endpoint", &self.endpoint)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RadiusClient {
@@ -112,7 +125,20 @@ impl RadiusClient {
             endpoint,
             http,
             retry,
+            metrics: None,
         })
+    }
+
+    /// Count every request attempt, by method, outcome and status code.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn observe(&self, method: &reqwest::Method, code: u16, started: std::time::Instant) {
+        if let Some(metrics) = &self.metrics {
+            metrics.observe_radius_request(method.as_str(), code, started.elapsed());
+        }
     }
 
     /// The base URL requests go to.
@@ -157,18 +183,26 @@ impl RadiusClient {
         let scope = Scope::parse(request.scope)
             .map_err(|e| RadiusError::invalid("scope", e.to_string()))?;
         check_deployment_name(request.name)?;
-        radwasm_policy_core::spec::validate_template(request.template)
-            .map_err(|e| RadiusError::invalid("template", e.problem))?;
-        radwasm_policy_core::spec::validate_parameters(request.parameters)
-            .map_err(|e| RadiusError::invalid("parameters", e.problem))?;
         let template: Value = serde_json::from_str(request.template)
             .map_err(|e| RadiusError::invalid("template", format!("not valid JSON ({e})")))?;
+        if !template.is_object() {
+            return Err(RadiusError::invalid(
+                "template",
+                "must be a JSON object (a compiled ARM template)",
+            ));
+        }
         let parameters: Value = if request.parameters.trim().is_empty() {
             json!({})
         } else {
             serde_json::from_str(request.parameters)
                 .map_err(|e| RadiusError::invalid("parameters", format!("not valid JSON ({e})")))?
         };
+        if !parameters.is_object() {
+            return Err(RadiusError::invalid(
+                "parameters",
+                "must be a JSON object of ARM parameters, {\"name\": {\"value\": ...}}",
+            ));
+        }
         let provider_config: Value = serde_json::from_str(request.provider_config)
             .map_err(|e| RadiusError::invalid("providerConfig", format!("not valid JSON ({e})")))?;
         if !provider_config.is_object() {
@@ -411,7 +445,14 @@ impl RadiusClient {
             if let Some(body) = body {
                 request = request.json(body);
             }
-            let wait = match request.send().await {
+            let started = std::time::Instant::now();
+            let sent = request.send().await;
+            self.observe(
+                &method,
+                sent.as_ref().map_or(0, |r| r.status().as_u16()),
+                started,
+            );
+            let wait = match sent {
                 Ok(response) => {
                     let status = response.status().as_u16();
                     let headers = response.headers().clone();

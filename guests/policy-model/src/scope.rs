@@ -1,5 +1,6 @@
 //! Radius scopes and resource ids: parsing, case-insensitive comparison and
-//! containment, as the guard rails and the Radius client need them.
+//! containment. The one grammar of scopes and ids that the host (guard rails,
+//! Radius client) and policies (what a template may delete) share.
 //!
 //! A deployment scope is a resource group in a Radius plane,
 //! `/planes/radius/{plane}/resourceGroups/{group}`. A resource id is a scope
@@ -9,13 +10,24 @@
 use std::fmt;
 
 /// Why a scope or id was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{text:?} is not a valid {what}: {reason}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeError {
     pub what: &'static str,
     pub text: String,
     pub reason: String,
 }
+
+impl fmt::Display for ScopeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} is not a valid {}: {}",
+            self.text, self.what, self.reason
+        )
+    }
+}
+
+impl std::error::Error for ScopeError {}
 
 fn error(what: &'static str, text: &str, reason: impl Into<String>) -> ScopeError {
     ScopeError {
@@ -94,11 +106,22 @@ impl Scope {
     /// True if `id` names something inside this scope (ignoring case, on a
     /// path boundary: `.../groups/default` does not contain `.../groups/defaultx/...`).
     pub fn contains(&self, id: &str) -> bool {
-        id.len() > self.text.len()
-            && id.is_char_boundary(self.text.len())
-            && id[..self.text.len()].eq_ignore_ascii_case(&self.text)
-            && id[self.text.len()..].starts_with('/')
+        scope_contains(&self.text, id)
     }
+}
+
+/// True if `id` lies inside the scope written `scope`, ignoring case, on a
+/// path boundary.
+pub fn scope_contains(scope: &str, id: &str) -> bool {
+    id.len() > scope.len()
+        && id.is_char_boundary(scope.len())
+        && id[..scope.len()].eq_ignore_ascii_case(scope)
+        && id[scope.len()..].starts_with('/')
+}
+
+/// True if `text` is a Radius resource-group scope.
+pub fn is_radius_group_scope(text: &str) -> bool {
+    Scope::parse(text).is_ok()
 }
 
 impl fmt::Display for Scope {

@@ -1,0 +1,321 @@
+//! The one reconcile path both kinds share, read top to bottom in
+//! [`reconcile`]: wait out a cache that has not seen our last write, observe,
+//! ask the policy (on the blocking pool), check the plan against the guard
+//! rails, hold back a Radius mutation that comes too soon after a failed one,
+//! carry the plan out, requeue as it says. Each kind supplies what differs in
+//! a [`Reconciled`] implementation (`template.rs`, `resource.rs`).
+
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use radwasm_policy_model as model;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::Instrument;
+
+use super::guard::Violation;
+use super::status::{Current, StatusPatch};
+use super::{Context, Error, REJECTED_RETRY, RESYNC, execute};
+use crate::metrics::DecisionLabels;
+use crate::policy::{Decision, DecisionError, LoadedPolicy, LogLevel};
+
+/// Look again this soon when the cache has not yet seen our own last write.
+pub const STALE_CACHE_RECHECK: Duration = Duration::from_millis(100);
+
+/// What one object kind brings to the shared reconcile path.
+pub trait Reconciled:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// The kind as Kubernetes names it; also the `kind` label of metrics.
+    const KIND: &'static str;
+    type Observation: Send + Sync + 'static;
+    type Action: Send + Sync + 'static;
+
+    /// Everything the policy decides on (only reads happen here).
+    fn observe(
+        &self,
+        ctx: &Context,
+    ) -> impl Future<Output = Result<Self::Observation, Error>> + Send;
+
+    /// Ask the guest for a plan.
+    fn ask(
+        policy: &LoadedPolicy,
+        observation: &Self::Observation,
+    ) -> Result<Decision<Vec<Self::Action>>, DecisionError>;
+
+    /// The guard rails every plan passes before any effect.
+    fn guard(observation: &Self::Observation, actions: &[Self::Action]) -> Result<(), Violation>;
+
+    /// The Radius operation (or refused request) the observation reports.
+    fn operation(observation: &Self::Observation) -> Option<&model::OperationObservation>;
+
+    /// True if carrying out this action changes something in Radius.
+    fn mutates_radius(action: &Self::Action) -> bool;
+
+    /// The object's current conditions (to merge a failure into) and
+    /// status message.
+    fn status_parts(&self) -> (&[Condition], Option<&str>);
+
+    /// Carry out a checked plan, in order, stopping at the first error.
+    fn execute(
+        &self,
+        ctx: &Context,
+        policy: &LoadedPolicy,
+        observation: &Self::Observation,
+        actions: &[Self::Action],
+    ) -> impl Future<Output = Result<Executed, Error>> + Send;
+}
+
+/// How carrying out a plan went.
+#[derive(Debug, Default)]
+pub struct Executed {
+    /// The plan's `requeue-after`, if it had one.
+    pub requeue_ms: Option<u32>,
+    /// A Radius mutation of this plan was refused or failed.
+    pub mutation_failed: bool,
+}
+
+/// The key an object is remembered under (kind, namespace, name).
+pub fn key<K: Reconciled>(object: &K) -> String {
+    format!(
+        "{}:{}/{}",
+        K::KIND,
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
+}
+
+/// What a user changes about an object, as opposed to what the controller
+/// writes: pacing of Radius mutations is lifted when this moves.
+fn fingerprint<K: Resource>(object: &K) -> u64 {
+    let meta = object.meta();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut hasher);
+    meta.deletion_timestamp.is_some().hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// `reconcile` for kube-runtime's `Controller`: one span per reconcile,
+/// metrics by kind and outcome.
+pub async fn reconcile<K: Reconciled>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let key = key(&*object);
+    let span = tracing::info_span!(
+        "reconcile",
+        kind = K::KIND,
+        object = %format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any()),
+        generation = object.meta().generation.unwrap_or_default(),
+        policy = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let result = run(&*object, &ctx, &key).instrument(span).await;
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(_) => "error",
+    };
+    ctx.metrics
+        .observe_reconcile(K::KIND, outcome, started.elapsed());
+    if result.is_ok() {
+        ctx.memory.succeeded(&key);
+    }
+    ctx.metrics.set_remembered_objects(ctx.memory.len());
+    result
+}
+
+/// `error_policy` for kube-runtime's `Controller`: back off 1 s doubling to
+/// 60 s per object.
+pub fn error_policy<K: Reconciled>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = key(&*object);
+    let delay = ctx.memory.error_backoff(&key);
+    if error.is_transient() {
+        tracing::info!(kind = K::KIND, object = %key, error = %error.display(), ?delay, "reconcile failed; retrying");
+    } else {
+        tracing::warn!(kind = K::KIND, object = %key, error = %error.display(), ?delay, "reconcile failed; retrying");
+    }
+    Action::requeue(delay)
+}
+
+async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Action, Error> {
+    if ctx
+        .memory
+        .is_stale(key, object.meta().resource_version.as_deref())
+    {
+        // Deciding on a view from before our own last write would repeat
+        // that write's effects; the watch brings the write shortly.
+        return Ok(Action::requeue(STALE_CACHE_RECHECK));
+    }
+    let observation = object.observe(ctx).await?;
+    let policy = ctx.policy.current();
+    tracing::Span::current().record("policy", policy.display_name());
+    // An operation that failed or was canceled, or a refused request.
+    let saw_failure = K::operation(&observation).is_some_and(|op| {
+        matches!(
+            op.result,
+            model::OperationResult::Failed(_) | model::OperationResult::Canceled
+        )
+    });
+
+    let (decision, observation) = match decide(&policy, observation, K::ask).await {
+        Ok((decision, observation, took)) => {
+            let outcome = if decision.is_ok() { "ok" } else { "error" };
+            ctx.metrics.observe_decision(
+                DecisionLabels::new(K::KIND, &policy, outcome),
+                took,
+                decision.as_ref().map(|d| d.fuel_used).unwrap_or(0),
+            );
+            (decision, observation)
+        }
+        Err(panicked) => {
+            let error = DecisionError::Trap {
+                policy: policy.display_name(),
+                detail: format!("the decision task failed: {panicked}"),
+            };
+            return fail(ctx, object, key, &policy, Failure::Decision(error)).await;
+        }
+    };
+    let decision = match decision {
+        Ok(decision) => decision,
+        Err(error) => return fail(ctx, object, key, &policy, Failure::Decision(error)).await,
+    };
+    log_guest(&decision);
+    if let Err(violation) = K::guard(&observation, &decision.plan) {
+        return fail(ctx, object, key, &policy, Failure::Plan(violation)).await;
+    }
+
+    let fingerprint = fingerprint(object);
+    if decision.plan.iter().any(K::mutates_radius)
+        && let Some(wait) = ctx.memory.mutation_wait(key, fingerprint)
+    {
+        // A failed Radius mutation is not repeated before the delay its
+        // policy asked for, whatever woke this object early.
+        tracing::debug!(?wait, "Radius mutation held back after a failed attempt");
+        ctx.metrics.count_paced(K::KIND);
+        return Ok(Action::requeue(wait));
+    }
+
+    let executed = object
+        .execute(ctx, &policy, &observation, &decision.plan)
+        .await?;
+    let requeue = executed
+        .requeue_ms
+        .map_or(RESYNC, |ms| Duration::from_millis(u64::from(ms)));
+    if saw_failure || executed.mutation_failed {
+        ctx.memory.pace(key, requeue, fingerprint);
+    }
+    Ok(Action::requeue(requeue))
+}
+
+fn log_guest<P>(decision: &Decision<P>) {
+    for log in &decision.logs {
+        match log.level {
+            LogLevel::Trace => tracing::trace!(target: "guest", "{}", log.message),
+            LogLevel::Debug => tracing::debug!(target: "guest", "{}", log.message),
+            LogLevel::Info => tracing::info!(target: "guest", "{}", log.message),
+            LogLevel::Warn => tracing::warn!(target: "guest", "{}", log.message),
+            LogLevel::Error => tracing::error!(target: "guest", "{}", log.message),
+        }
+    }
+    if decision.dropped_logs > 0 {
+        tracing::debug!(
+            dropped = decision.dropped_logs,
+            "guest log messages over the cap"
+        );
+    }
+}
+
+/// Ask the guest off the async workers, on tokio's blocking pool. A guest
+/// may burn its whole fuel budget before it is stopped, which must not stall
+/// the watches; and WASI's synchronous host calls (a trapping Rust guest
+/// writes its panic message to stderr) block on the runtime, which tokio only
+/// allows outside its worker threads. Gives back the observation for the
+/// guard rails and how long the decision took; an error only if the decision
+/// task itself panicked (a host bug), which fails this one object.
+async fn decide<O, P>(
+    policy: &LoadedPolicy,
+    observation: O,
+    ask: fn(&LoadedPolicy, &O) -> Result<Decision<P>, DecisionError>,
+) -> Result<(Result<Decision<P>, DecisionError>, O, Duration), tokio::task::JoinError>
+where
+    O: Send + 'static,
+    P: Send + 'static,
+{
+    let guest = policy.clone();
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let decision = ask(&guest, &observation);
+        (decision, observation, started.elapsed())
+    })
+    .await
+}
+
+/// Why a decision produced nothing to carry out.
+enum Failure {
+    /// The guest trapped, ran out of fuel or memory, or refused to decide.
+    Decision(DecisionError),
+    /// The guard rails refused the plan.
+    Plan(Violation),
+}
+
+/// The decision failed or its plan was refused: the object goes `Failed`
+/// with the reason, nothing else is done, and it is looked at again later
+/// (the same observation gives the same answer, so not sooner).
+async fn fail<K: Reconciled>(
+    ctx: &Context,
+    object: &K,
+    key: &str,
+    policy: &LoadedPolicy,
+    failure: Failure,
+) -> Result<Action, Error> {
+    let (reason, label, message) = match failure {
+        Failure::Decision(error) => (
+            "PolicyFailed",
+            error.reason(),
+            format!("policy {} could not decide: {error}", policy.display_name()),
+        ),
+        Failure::Plan(violation) => (
+            "PlanRejected",
+            "PlanRejected",
+            format!(
+                "policy {} returned a rejected plan: {violation}",
+                policy.display_name()
+            ),
+        ),
+    };
+    tracing::warn!(reason = label, "{message}");
+    ctx.metrics.count_decision_failure(K::KIND, label);
+    let (conditions, current_message) = object.status_parts();
+    let news = current_message != Some(message.as_str());
+    let mut patch = StatusPatch::failure(
+        &Current {
+            conditions,
+            generation: object.meta().generation,
+        },
+        reason,
+        &message,
+    );
+    patch.policy = Some(execute::policy_ref(policy));
+    execute::write_status(ctx, object, key, &patch).await?;
+    if news {
+        let event = model::Event {
+            event_type: model::EventType::Warning,
+            reason: reason.to_string(),
+            message,
+        };
+        execute::emit(ctx, object, &event).await;
+    }
+    Ok(Action::requeue(REJECTED_RETRY))
+}

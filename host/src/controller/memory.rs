@@ -1,0 +1,231 @@
+//! What the controller remembers about each object between reconciles, in
+//! memory and bounded: consecutive errors (for the error backoff), when the
+//! next Radius mutation may be made after a failed one (pacing), and the
+//! resourceVersion a status write was based on (so the next decision is not
+//! taken on a cache that has not yet seen that write).
+//!
+//! Entries are dropped when they have not been touched for [`IDLE_TTL`], and
+//! the oldest are dropped when more than the cap are held, so objects that are
+//! deleted (or stop failing) do not keep memory for ever. Losing an entry is
+//! safe: it only makes the next backoff start again from its first step.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Entries untouched for this long are forgotten.
+pub const IDLE_TTL: Duration = Duration::from_secs(15 * 60);
+/// Default cap on the number of objects remembered.
+pub const DEFAULT_CAP: usize = 100_000;
+/// The error backoff: 1 s doubling to this.
+pub const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(60);
+/// However soon a policy asks, a Radius mutation that failed is not repeated
+/// for the same object sooner than this.
+pub const MIN_MUTATION_RETRY: Duration = Duration::from_secs(1);
+
+/// What is remembered of one object.
+#[derive(Debug, Clone)]
+struct Entry {
+    touched: Instant,
+    errors: u32,
+    /// No Radius mutation before this, unless the object's fingerprint moves.
+    paced: Option<(Instant, u64)>,
+    /// The resourceVersion of the object that a status write was decided on.
+    written_over: Option<String>,
+}
+
+impl Entry {
+    fn new(now: Instant) -> Self {
+        Self {
+            touched: now,
+            errors: 0,
+            paced: None,
+            written_over: None,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.errors == 0 && self.paced.is_none() && self.written_over.is_none()
+    }
+}
+
+/// Bounded per-object memory, shared by both controllers.
+#[derive(Debug)]
+pub struct ObjectMemory {
+    entries: Mutex<HashMap<String, Entry>>,
+    cap: usize,
+}
+
+impl Default for ObjectMemory {
+    fn default() -> Self {
+        Self::with_cap(DEFAULT_CAP)
+    }
+}
+
+impl ObjectMemory {
+    pub fn with_cap(cap: usize) -> Self {
+        Self {
+            entries: Mutex::new(HashMap::new()),
+            cap: cap.max(1),
+        }
+    }
+
+    /// Number of objects remembered.
+    pub fn len(&self) -> usize {
+        self.entries.lock().map(|e| e.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn with<R>(&self, key: &str, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        let mut entries = self.entries.lock().ok()?;
+        let now = Instant::now();
+        if !entries.contains_key(key) && entries.len() >= self.cap {
+            prune(&mut entries, now, self.cap);
+        }
+        let entry = entries
+            .entry(key.to_string())
+            .or_insert_with(|| Entry::new(now));
+        entry.touched = now;
+        let result = f(entry);
+        if entry.is_empty() {
+            entries.remove(key);
+        }
+        Some(result)
+    }
+
+    /// Backoff for the object's next consecutive error: 1 s doubling to 60 s.
+    pub fn error_backoff(&self, key: &str) -> Duration {
+        self.with(key, |entry| {
+            entry.errors = entry.errors.saturating_add(1);
+            Duration::from_secs(1u64 << (entry.errors - 1).min(6)).min(MAX_ERROR_BACKOFF)
+        })
+        .unwrap_or(MAX_ERROR_BACKOFF)
+    }
+
+    /// A reconcile finished without error.
+    pub fn succeeded(&self, key: &str) {
+        self.with(key, |entry| entry.errors = 0);
+    }
+
+    /// A Radius mutation failed (or its operation did): none is made again
+    /// for this object before `delay` (at least [`MIN_MUTATION_RETRY`]) has
+    /// passed, unless its `fingerprint` (what a user changes) moves.
+    pub fn pace(&self, key: &str, delay: Duration, fingerprint: u64) {
+        let until = Instant::now() + delay.max(MIN_MUTATION_RETRY);
+        self.with(key, |entry| entry.paced = Some((until, fingerprint)));
+    }
+
+    /// How long a Radius mutation for this object must still wait.
+    pub fn mutation_wait(&self, key: &str, fingerprint: u64) -> Option<Duration> {
+        let mut entries = self.entries.lock().ok()?;
+        let entry = entries.get_mut(key)?;
+        let (until, paced_for) = entry.paced?;
+        let now = Instant::now();
+        if paced_for != fingerprint || until <= now {
+            entry.paced = None;
+            if entry.is_empty() {
+                entries.remove(key);
+            }
+            return None;
+        }
+        Some(until - now)
+    }
+
+    /// A status write was made on the object at `resource_version`: until
+    /// the cache shows a newer version, decisions wait for it.
+    pub fn wrote_over(&self, key: &str, resource_version: Option<String>) {
+        self.with(key, |entry| entry.written_over = resource_version);
+    }
+
+    /// True if `resource_version` is the one a status write was made over,
+    /// i.e. the cache has not yet seen the controller's own last write.
+    /// Seeing a newer version forgets the record.
+    pub fn is_stale(&self, key: &str, resource_version: Option<&str>) -> bool {
+        let Ok(mut entries) = self.entries.lock() else {
+            return false;
+        };
+        let Some(entry) = entries.get_mut(key) else {
+            return false;
+        };
+        let stale =
+            entry.written_over.is_some() && entry.written_over.as_deref() == resource_version;
+        if !stale && entry.written_over.is_some() {
+            entry.written_over = None;
+            if entry.is_empty() {
+                entries.remove(key);
+            }
+        }
+        stale
+    }
+}
+
+/// Drop idle entries; if still at the cap, drop the least recently touched
+/// tenth.
+fn prune(entries: &mut HashMap<String, Entry>, now: Instant, cap: usize) {
+    entries.retain(|_, entry| now.duration_since(entry.touched) < IDLE_TTL);
+    if entries.len() >= cap {
+        let mut ages: Vec<(Instant, String)> = entries
+            .iter()
+            .map(|(key, entry)| (entry.touched, key.clone()))
+            .collect();
+        ages.sort();
+        for (_, key) in ages.into_iter().take((cap / 10).max(1)) {
+            entries.remove(&key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_backoff_doubles_to_a_cap_and_resets_on_success() {
+        let memory = ObjectMemory::default();
+        let delays: Vec<u64> = (0..9)
+            .map(|_| memory.error_backoff("a").as_secs())
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        memory.succeeded("a");
+        assert_eq!(memory.error_backoff("a").as_secs(), 1);
+        memory.succeeded("a");
+        assert!(memory.is_empty(), "a healthy object is not remembered");
+    }
+
+    #[test]
+    fn pacing_holds_until_its_time_or_a_user_change() {
+        let memory = ObjectMemory::default();
+        memory.pace("a", Duration::from_secs(10), 1);
+        let wait = memory.mutation_wait("a", 1).expect("paced");
+        assert!(wait > Duration::from_secs(9), "{wait:?}");
+        assert_eq!(memory.mutation_wait("a", 2), None, "the spec moved");
+        assert_eq!(memory.mutation_wait("a", 1), None, "and the pacing is gone");
+        memory.pace("b", Duration::ZERO, 1);
+        assert!(
+            memory.mutation_wait("b", 1).expect("floor") > Duration::from_millis(500),
+            "at least the floor"
+        );
+    }
+
+    #[test]
+    fn a_write_is_awaited_until_a_newer_version_is_seen() {
+        let memory = ObjectMemory::default();
+        memory.wrote_over("a", Some("10".into()));
+        assert!(memory.is_stale("a", Some("10")));
+        assert!(!memory.is_stale("a", Some("11")));
+        assert!(!memory.is_stale("a", Some("10")), "forgotten once passed");
+        assert!(memory.is_empty());
+    }
+
+    #[test]
+    fn memory_stays_bounded_when_objects_go_away() {
+        let memory = ObjectMemory::with_cap(1_000);
+        for i in 0..50_000 {
+            memory.error_backoff(&format!("ns/failing-{i}"));
+        }
+        assert!(memory.len() <= 1_000, "{}", memory.len());
+    }
+}

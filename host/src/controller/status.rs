@@ -1,0 +1,444 @@
+//! Status patches, typed. A plan's `set-status` updates, a failed decision
+//! and the host's own records (the operation started, a refused request) all
+//! become one [`StatusPatch`], built by pure functions and sent as one JSON
+//! merge patch of the status subresource. Fields left `None` are not sent;
+//! `Some(None)` clears a field (merge-patch `null`).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use radwasm_policy_model as model;
+use serde::Serialize;
+
+use crate::crd::{FailedRequest, PolicyRef, ProviderConfig, ResourceOperation};
+
+/// The fields of either kind's status a reconcile may write.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusPatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phrase: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_hash: Option<String>,
+    /// The deployed copy of the spec, kept with `statusHash`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider_config: Option<Option<ProviderConfig>>,
+    /// Radius id of the last deployment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_resources: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<Option<ResourceOperation>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_request: Option<Option<FailedRequest>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyRef>,
+}
+
+/// What a template's status holds before the patch, as far as merging needs.
+pub struct Current<'a> {
+    pub conditions: &'a [Condition],
+    /// `metadata.generation` of the object decided on.
+    pub generation: Option<i64>,
+}
+
+/// The spec as deployed, copied into status when its hash is recorded.
+pub struct DeployedSpec<'a> {
+    pub hash: &'a str,
+    pub template: &'a str,
+    pub parameters: &'a str,
+    pub provider_config: Option<&'a ProviderConfig>,
+}
+
+impl StatusPatch {
+    /// True if nothing would be sent.
+    pub fn is_empty(&self) -> bool {
+        *self == StatusPatch::default()
+    }
+
+    /// Fold a template policy's `set-status` into this patch. When the hash
+    /// recorded is the observed spec's, a copy of that spec is kept with it.
+    pub fn template_update(
+        &mut self,
+        current: &Current<'_>,
+        update: &model::TemplateStatusUpdate,
+        spec: &DeployedSpec<'_>,
+    ) {
+        self.common(
+            current,
+            update.phase.map(|p| p.as_str()),
+            &update.message,
+            &update.conditions,
+            update.clear_operation,
+        );
+        if let Some(generation) = update.observed_generation {
+            self.observed_generation = Some(generation);
+        }
+        if let Some(hash) = &update.status_hash {
+            self.status_hash = Some(hash.clone());
+            if hash == spec.hash {
+                self.template = Some(spec.template.to_string());
+                self.parameters = Some(spec.parameters.to_string());
+                self.provider_config = Some(spec.provider_config.cloned());
+            }
+        }
+        if let Some(ids) = &update.output_resources {
+            self.output_resources = Some(ids.clone());
+        }
+    }
+
+    /// Fold a resource policy's `set-status` into this patch. A resource's
+    /// status always describes its current generation.
+    pub fn resource_update(&mut self, current: &Current<'_>, update: &model::ResourceStatusUpdate) {
+        self.common(
+            current,
+            update.phase.map(|p| p.as_str()),
+            &update.message,
+            &update.conditions,
+            update.clear_operation,
+        );
+        self.observed_generation = current.generation;
+    }
+
+    fn common(
+        &mut self,
+        current: &Current<'_>,
+        phase: Option<&str>,
+        message: &Option<String>,
+        conditions: &[model::Condition],
+        clear_operation: bool,
+    ) {
+        if let Some(phase) = phase {
+            self.phrase = Some(phase.to_string());
+        }
+        if let Some(message) = message {
+            self.message = Some(message.clone());
+        }
+        if !conditions.is_empty() {
+            let base = self.conditions.as_deref().unwrap_or(current.conditions);
+            self.conditions = Some(merge_conditions(base, conditions, current.generation));
+        }
+        if clear_operation {
+            // The operation is over or abandoned, and so is any refused
+            // request the policy was shown in its place.
+            self.operation = Some(None);
+            self.failed_request = Some(None);
+        }
+    }
+
+    /// The object goes `Failed` with `message` at its current generation: a
+    /// decision failed or a plan was rejected.
+    pub fn failure(current: &Current<'_>, reason: &str, message: &str) -> StatusPatch {
+        let conditions = merge_conditions(
+            current.conditions,
+            &[model::Condition {
+                kind: model::READY_CONDITION.to_string(),
+                status: model::ConditionStatus::False,
+                reason: reason.to_string(),
+                message: message.to_string(),
+            }],
+            current.generation,
+        );
+        StatusPatch {
+            phrase: Some("Failed".to_string()),
+            message: Some(message.to_string()),
+            conditions: Some(conditions),
+            // The failure is about this generation: clients waiting for the
+            // outcome of their change (kubectl wait, `radwasm dev`) must see
+            // it as current.
+            observed_generation: current.generation,
+            ..Default::default()
+        }
+    }
+
+    /// Record the operation just started, so a controller killed after this
+    /// point resumes polling instead of starting it again.
+    pub fn operation_started(operation: ResourceOperation, resource: Option<String>) -> Self {
+        StatusPatch {
+            operation: Some(Some(operation)),
+            failed_request: Some(None),
+            resource,
+            ..Default::default()
+        }
+    }
+
+    /// Record a request Radius refused (or that kept failing): the policy is
+    /// shown it as a failed attempt on its next decision.
+    pub fn request_failed(failed: FailedRequest) -> Self {
+        StatusPatch {
+            failed_request: Some(Some(failed)),
+            ..Default::default()
+        }
+    }
+
+    /// The patch body: `{"status": {...}}`.
+    pub fn to_body(&self) -> serde_json::Value {
+        // A struct of strings, numbers and lists always serialises.
+        serde_json::json!({ "status": self })
+    }
+}
+
+/// Merge a policy's `Ready` (or other) conditions into the current list,
+/// moving `lastTransitionTime` only when a condition's status changes.
+pub fn merge_conditions(
+    current: &[Condition],
+    updates: &[model::Condition],
+    generation: Option<i64>,
+) -> Vec<Condition> {
+    let mut merged: Vec<Condition> = current.to_vec();
+    for update in updates {
+        let status = match update.status {
+            model::ConditionStatus::True => "True",
+            model::ConditionStatus::False => "False",
+            model::ConditionStatus::Unknown => "Unknown",
+        };
+        let reason = if update.reason.is_empty() {
+            "Unknown".to_string()
+        } else {
+            update.reason.clone()
+        };
+        match merged.iter_mut().find(|c| c.type_ == update.kind) {
+            Some(existing) => {
+                if existing.status != status {
+                    existing.last_transition_time = now();
+                }
+                existing.status = status.to_string();
+                existing.reason = reason;
+                existing.message = update.message.clone();
+                existing.observed_generation = generation;
+            }
+            None => merged.push(Condition {
+                type_: update.kind.clone(),
+                status: status.to_string(),
+                reason,
+                message: update.message.clone(),
+                observed_generation: generation,
+                last_transition_time: now(),
+            }),
+        }
+    }
+    merged
+}
+
+pub fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ready(status: model::ConditionStatus, reason: &str) -> model::Condition {
+        model::Condition {
+            kind: "Ready".into(),
+            status,
+            reason: reason.into(),
+            message: format!("{reason} message"),
+        }
+    }
+
+    const NO_SPEC: DeployedSpec<'static> = DeployedSpec {
+        hash: "h-now",
+        template: "{}",
+        parameters: "",
+        provider_config: None,
+    };
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_until_its_status_changes() {
+        let first = merge_conditions(
+            &[],
+            &[ready(model::ConditionStatus::False, "Deploying")],
+            Some(1),
+        );
+        assert_eq!(first.len(), 1);
+        let mut aged = first.clone();
+        aged[0].last_transition_time = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+
+        let same_status = merge_conditions(
+            &aged,
+            &[ready(
+                model::ConditionStatus::False,
+                "WaitingForDependencies",
+            )],
+            Some(2),
+        );
+        assert_eq!(
+            same_status[0].last_transition_time,
+            aged[0].last_transition_time
+        );
+        assert_eq!(same_status[0].reason, "WaitingForDependencies");
+        assert_eq!(same_status[0].observed_generation, Some(2));
+
+        let flipped = merge_conditions(
+            &aged,
+            &[ready(model::ConditionStatus::True, "Deployed")],
+            Some(2),
+        );
+        assert_ne!(
+            flipped[0].last_transition_time,
+            aged[0].last_transition_time
+        );
+        assert_eq!(flipped[0].status, "True");
+    }
+
+    #[test]
+    fn a_failure_marks_the_object_failed_at_its_generation() {
+        let patch = StatusPatch::failure(
+            &Current {
+                conditions: &[],
+                generation: Some(3),
+            },
+            "PlanRejected",
+            "plan rejected at action 2",
+        );
+        let body = patch.to_body();
+        assert_eq!(body["status"]["phrase"], "Failed");
+        assert_eq!(body["status"]["message"], "plan rejected at action 2");
+        assert_eq!(body["status"]["conditions"][0]["reason"], "PlanRejected");
+        assert_eq!(body["status"]["conditions"][0]["status"], "False");
+        assert_eq!(body["status"]["observedGeneration"], 3);
+        // Nothing else is touched: no null anywhere.
+        assert!(!body.to_string().contains("null"), "{body}");
+    }
+
+    #[test]
+    fn clearing_the_operation_sends_null_for_it_and_for_a_refused_request() {
+        let mut patch = StatusPatch::default();
+        patch.template_update(
+            &Current {
+                conditions: &[],
+                generation: Some(1),
+            },
+            &model::TemplateStatusUpdate {
+                clear_operation: true,
+                ..Default::default()
+            },
+            &NO_SPEC,
+        );
+        let body = patch.to_body();
+        assert_eq!(
+            body,
+            serde_json::json!({"status": {"operation": null, "failedRequest": null}})
+        );
+    }
+
+    #[test]
+    fn observed_generation_is_the_policys_for_templates_and_current_for_resources() {
+        let current = Current {
+            conditions: &[],
+            generation: Some(7),
+        };
+        let mut template = StatusPatch::default();
+        template.template_update(
+            &current,
+            &model::TemplateStatusUpdate {
+                message: Some("deploying".into()),
+                ..Default::default()
+            },
+            &NO_SPEC,
+        );
+        assert_eq!(
+            template.observed_generation, None,
+            "the policy did not set it"
+        );
+        template.template_update(
+            &current,
+            &model::TemplateStatusUpdate {
+                observed_generation: Some(6),
+                ..Default::default()
+            },
+            &NO_SPEC,
+        );
+        assert_eq!(template.observed_generation, Some(6));
+
+        let mut resource = StatusPatch::default();
+        resource.resource_update(
+            &current,
+            &model::ResourceStatusUpdate {
+                phase: Some(model::ResourcePhase::Deleting),
+                ..Default::default()
+            },
+        );
+        assert_eq!(resource.observed_generation, Some(7));
+        assert_eq!(resource.phrase.as_deref(), Some("Deleting"));
+    }
+
+    #[test]
+    fn recording_the_deployed_hash_keeps_a_copy_of_that_spec_only() {
+        let config = ProviderConfig::radius("/planes/radius/local/resourceGroups/g");
+        let spec = DeployedSpec {
+            hash: "h-now",
+            template: "{\"resources\":{}}",
+            parameters: "{}",
+            provider_config: Some(&config),
+        };
+        let current = Current {
+            conditions: &[],
+            generation: Some(2),
+        };
+        let mut older = StatusPatch::default();
+        older.template_update(
+            &current,
+            &model::TemplateStatusUpdate {
+                status_hash: Some("h-before".into()),
+                ..Default::default()
+            },
+            &spec,
+        );
+        assert_eq!(older.status_hash.as_deref(), Some("h-before"));
+        assert_eq!(older.template, None, "not the spec observed");
+
+        let mut this = StatusPatch::default();
+        this.template_update(
+            &current,
+            &model::TemplateStatusUpdate {
+                status_hash: Some("h-now".into()),
+                ..Default::default()
+            },
+            &spec,
+        );
+        assert_eq!(this.template.as_deref(), Some("{\"resources\":{}}"));
+        assert_eq!(this.provider_config, Some(Some(config)));
+    }
+
+    #[test]
+    fn two_updates_in_one_plan_merge_their_conditions() {
+        let current = Current {
+            conditions: &[],
+            generation: Some(1),
+        };
+        let mut patch = StatusPatch::default();
+        patch.resource_update(
+            &current,
+            &model::ResourceStatusUpdate {
+                conditions: vec![ready(model::ConditionStatus::False, "Deleting")],
+                ..Default::default()
+            },
+        );
+        patch.resource_update(
+            &current,
+            &model::ResourceStatusUpdate {
+                conditions: vec![model::Condition {
+                    kind: "Drifted".into(),
+                    status: model::ConditionStatus::True,
+                    reason: "Missing".into(),
+                    message: String::new(),
+                }],
+                ..Default::default()
+            },
+        );
+        let conditions = patch.conditions.expect("conditions");
+        assert_eq!(conditions.len(), 2);
+        assert_eq!(conditions[0].reason, "Deleting");
+    }
+}
