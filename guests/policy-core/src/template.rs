@@ -171,20 +171,7 @@ fn follow_deployment(
             plan.requeue(POLL_ERROR_RETRY_MS);
         }
         OperationResult::Succeeded { output_resources } => {
-            let (phase, message) = converge(observation, output_resources, plan);
-            let ready = ready_for(phase, &message);
-            plan.status(
-                &observation.status,
-                DesiredTemplateStatus {
-                    phase: Some(phase),
-                    message: Some(message),
-                    observed_generation: Some(generation),
-                    status_hash: Some(deployed_hash.to_string()),
-                    output_resources: Some(output_resources.clone()),
-                    ready: Some(ready),
-                    clear_operation: true,
-                },
-            );
+            let converged = converge(observation, output_resources, plan);
             plan.event(
                 EventType::Normal,
                 "DeploymentSucceeded",
@@ -194,17 +181,65 @@ fn follow_deployment(
                 ),
             );
             if deployed_hash != observation.spec_hash {
-                // The spec changed while Radius deployed the older one.
+                // The spec changed while Radius deployed an older one: record
+                // what is in Radius, but this generation is not deployed, so
+                // it is neither observed nor Ready yet.
+                let message =
+                    format!("an earlier spec was deployed; deploying generation {generation} next");
+                plan.status(
+                    &observation.status,
+                    DesiredTemplateStatus {
+                        phase: Some(TemplatePhase::Updating),
+                        message: Some(message.clone()),
+                        status_hash: Some(deployed_hash.to_string()),
+                        output_resources: Some(output_resources.clone()),
+                        ready: Some(ready_condition(
+                            ConditionStatus::False,
+                            "Deploying",
+                            &message,
+                        )),
+                        clear_operation: true,
+                        ..Default::default()
+                    },
+                );
                 plan.requeue(0);
+                return;
             }
+            let ready = ready_for(converged.phase, &converged.message);
+            plan.status(
+                &observation.status,
+                DesiredTemplateStatus {
+                    phase: Some(converged.phase),
+                    message: Some(converged.message),
+                    observed_generation: Some(generation),
+                    // A resource the spec lists again while its old
+                    // DeploymentResource is still being deleted is gone from
+                    // Radius once that finishes: deploy again then.
+                    status_hash: Some(if converged.redeploy {
+                        String::new()
+                    } else {
+                        deployed_hash.to_string()
+                    }),
+                    output_resources: Some(output_resources.clone()),
+                    ready: Some(ready),
+                    clear_operation: true,
+                },
+            );
         }
         OperationResult::Failed(error) => {
             let message = format!("deployment failed: {}: {}", error.code, error.message);
-            deployment_ended_badly(observation, plan, "DeploymentFailed", message);
+            deployment_ended_badly(
+                observation,
+                deployed_hash,
+                plan,
+                "DeploymentFailed",
+                message,
+            );
         }
         OperationResult::Canceled => {
             deployment_ended_badly(
                 observation,
+                deployed_hash,
                 plan,
                 "DeploymentCanceled",
                 "deployment was canceled".to_string(),
@@ -229,10 +264,35 @@ fn follow_deployment(
 
 fn deployment_ended_badly(
     observation: &TemplateObservation,
+    deployed_hash: &str,
     plan: &mut TemplatePlanner,
     reason: &str,
     message: String,
 ) {
+    if deployed_hash != observation.spec_hash {
+        // It was an older spec that failed; the current one has not been
+        // tried. Say so, and deploy the current spec now: the failure
+        // belongs to no generation the status describes.
+        let generation = observation.meta.generation;
+        let message = format!("{message} (an earlier spec); deploying generation {generation}");
+        plan.status(
+            &observation.status,
+            DesiredTemplateStatus {
+                phase: Some(TemplatePhase::Updating),
+                message: Some(message.clone()),
+                ready: Some(ready_condition(
+                    ConditionStatus::False,
+                    "Deploying",
+                    &message,
+                )),
+                clear_operation: true,
+                ..Default::default()
+            },
+        );
+        plan.event(EventType::Warning, reason, message);
+        plan.requeue(0);
+        return;
+    }
     plan.status(
         &observation.status,
         DesiredTemplateStatus {
@@ -290,14 +350,17 @@ fn settle_or_deploy(
     if up_to_date {
         // Nothing to deploy (DESIGN §7): keep the DeploymentResources in line
         // with the last output and settle the phase.
-        let (phase, message) = converge(observation, &status.output_resources, plan);
-        let ready = ready_for(phase, &message);
+        let converged = converge(observation, &status.output_resources, plan);
+        let ready = ready_for(converged.phase, &converged.message);
         plan.status(
             status,
             DesiredTemplateStatus {
-                phase: Some(phase),
-                message: Some(message),
+                phase: Some(converged.phase),
+                message: Some(converged.message),
                 observed_generation: Some(generation),
+                // See follow_deployment: deploy again once the old
+                // DeploymentResource of a re-added resource is gone.
+                status_hash: converged.redeploy.then(String::new),
                 ready: Some(ready),
                 ..Default::default()
             },
@@ -310,10 +373,60 @@ fn settle_or_deploy(
         return;
     }
 
+    let depends_on = annotations::depends_on(&observation.meta.annotations);
+    if depends_on.contains(&observation.meta.name) {
+        fail(
+            observation,
+            plan,
+            "DependencyCycle",
+            format!(
+                "annotation radapp.io/depends-on names this template itself ({}); it would wait for ever",
+                observation.meta.name
+            ),
+        );
+        return;
+    }
+
+    // A resource the last deployment produced whose old DeploymentResource
+    // is still being deleted would be deleted again, behind the new
+    // deployment's back: wait until those deletions are over.
+    let draining = observation
+        .owned_resources
+        .iter()
+        .filter(|r| {
+            r.deletion_requested
+                && status
+                    .output_resources
+                    .iter()
+                    .any(|id| id.eq_ignore_ascii_case(&r.radius_id))
+        })
+        .count();
+    if draining > 0 {
+        let message = format!(
+            "waiting for {draining} DeploymentResources of resources this spec lists again to finish deleting before deploying"
+        );
+        plan.status(
+            status,
+            DesiredTemplateStatus {
+                phase: Some(TemplatePhase::Updating),
+                message: Some(message.clone()),
+                observed_generation: Some(generation),
+                ready: Some(ready_condition(
+                    ConditionStatus::False,
+                    "WaitingForCleanup",
+                    &message,
+                )),
+                ..Default::default()
+            },
+        );
+        plan.requeue(CLEANUP_RECHECK_MS);
+        return;
+    }
+
     // The annotation is the source of truth for what is awaited; the host
     // reports what it found for each name, and a name it did not report
     // counts as not found.
-    let waiting: Vec<String> = annotations::depends_on(&observation.meta.annotations)
+    let waiting: Vec<String> = depends_on
         .into_iter()
         .filter_map(|name| {
             let found = observation
@@ -380,6 +493,16 @@ fn settle_or_deploy(
     plan.requeue(POLL_DEFAULT_MS);
 }
 
+/// What converging the owned `DeploymentResource`s came to.
+struct Converged {
+    phase: TemplatePhase,
+    message: String,
+    /// A resource the output lists is still owned by a `DeploymentResource`
+    /// being deleted: when that deletion finishes, the resource is gone from
+    /// Radius and the spec must be deployed again.
+    redeploy: bool,
+}
+
 /// Make the owned `DeploymentResource`s match `ids`: create the missing,
 /// delete the extra (in safe order). Returns the phase and message that
 /// describe the result.
@@ -387,7 +510,7 @@ fn converge(
     observation: &TemplateObservation,
     ids: &[String],
     plan: &mut TemplatePlanner,
-) -> (TemplatePhase, String) {
+) -> Converged {
     let owned = &observation.owned_resources;
     // Ids compare case-insensitively. Hashed sets avoid comparing every pair:
     // ids share long prefixes, so pairwise comparison is slow in wasm.
@@ -412,33 +535,51 @@ fn converge(
         .filter(|resource| !wanted_ids.contains(&resource.radius_id))
         .collect();
     delete_in_waves(&stale, plan);
+    let reappearing = owned
+        .iter()
+        .filter(|r| r.deletion_requested && wanted_ids.contains(&r.radius_id))
+        .count();
+    if reappearing > 0 {
+        plan.requeue(CLEANUP_RECHECK_MS);
+        return Converged {
+            phase: TemplatePhase::Updating,
+            message: format!(
+                "{} resources deployed; {reappearing} of them are still being deleted from an earlier spec and will be deployed again",
+                ids.len()
+            ),
+            redeploy: true,
+        };
+    }
     if deferred > 0 {
         // The rest are created by the next decisions; each new
         // DeploymentResource also wakes the controller.
         plan.requeue(POLL_MIN_MS);
-        return (
-            TemplatePhase::Updating,
-            format!(
+        return Converged {
+            phase: TemplatePhase::Updating,
+            message: format!(
                 "{} resources deployed; {deferred} DeploymentResources still to create",
                 ids.len()
             ),
-        );
+            redeploy: false,
+        };
     }
     if stale.is_empty() {
-        (
-            TemplatePhase::Ready,
-            format!("{} resources deployed", ids.len()),
-        )
+        Converged {
+            phase: TemplatePhase::Ready,
+            message: format!("{} resources deployed", ids.len()),
+            redeploy: false,
+        }
     } else {
         plan.requeue(CLEANUP_RECHECK_MS);
-        (
-            TemplatePhase::ReadyPendingCleanup,
-            format!(
+        Converged {
+            phase: TemplatePhase::ReadyPendingCleanup,
+            message: format!(
                 "{} resources deployed; removing {} no longer deployed",
                 ids.len(),
                 stale.len()
             ),
-        )
+            redeploy: false,
+        }
     }
 }
 
