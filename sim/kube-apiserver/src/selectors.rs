@@ -95,6 +95,33 @@ impl Selector {
         self.requirements.is_empty()
     }
 
+    /// One spelling for every way of writing the same selector (`==` as
+    /// `=`, no spaces, set values and requirements sorted), so that two
+    /// requests for the same list can be recognised as such.
+    pub fn canonical(&self) -> String {
+        let set = |values: &[String]| {
+            let mut values = values.to_vec();
+            values.sort();
+            values.dedup();
+            values.join(",")
+        };
+        let mut parts: Vec<String> = self
+            .requirements
+            .iter()
+            .map(|requirement| match requirement {
+                Requirement::Equals(key, value) => format!("{key}={value}"),
+                Requirement::NotEquals(key, value) => format!("{key}!={value}"),
+                Requirement::In(key, values) => format!("{key} in ({})", set(values)),
+                Requirement::NotIn(key, values) => format!("{key} notin ({})", set(values)),
+                Requirement::Exists(key) => key.clone(),
+                Requirement::NotExists(key) => format!("!{key}"),
+            })
+            .collect();
+        parts.sort();
+        parts.dedup();
+        parts.join(",")
+    }
+
     /// Match against a lookup of keys to values.
     fn matches_with(&self, lookup: impl Fn(&str) -> Option<String>) -> bool {
         self.requirements
@@ -260,6 +287,18 @@ mod tests {
                 .check_fields("", "configmaps")
                 .is_err()
         );
+    }
+
+    #[test]
+    fn one_selector_written_two_ways_has_one_canonical_form() {
+        let canonical = |text: &str| Selector::parse(text, "label").expect(text).canonical();
+        assert_eq!(
+            canonical("tier in (back, front),app==web,!old"),
+            canonical("!old, app=web, tier in (front,back)")
+        );
+        assert_eq!(canonical(""), "");
+        assert_ne!(canonical("app=web"), canonical("app!=web"));
+        assert_ne!(canonical("app=web"), canonical("app=web,tier"));
     }
 
     #[test]
