@@ -10,13 +10,13 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
 use futures::SinkExt;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::faults::FaultsHandle;
 use crate::kinds::{self, Kind};
+use crate::paging::{ContinueToken, ListScope};
 use crate::selectors::{Filter, Selector};
 use crate::store::{ChangeType, Key, Propagation, Store};
 use crate::table::{self, IncludeObject};
@@ -519,26 +519,52 @@ fn filter_from(target: &Target, query: &HashMap<String, String>) -> Result<Filte
     Ok(Filter { labels, fields })
 }
 
+/// What defines the list `target` and `filter` ask for.
+fn list_scope(target: &Target, filter: &Filter) -> ListScope {
+    ListScope {
+        group: target.kind.group.clone(),
+        version: target.kind.version.clone(),
+        resource: target.kind.plural.clone(),
+        namespace: target.namespace.clone(),
+        labels: filter.labels.canonical(),
+        fields: filter.fields.canonical(),
+    }
+}
+
 fn list(state: &AppState, target: &Target, query: &HashMap<String, String>) -> ApiResult {
     let filter = filter_from(target, query)?;
+    let scope = list_scope(target, &filter);
     let limit: usize = query
         .get("limit")
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
-    let mut store = state.store.lock().expect("store lock");
-    let (rv, items, start) = match query.get("continue").filter(|c| !c.is_empty()) {
+    let continued = match query.get("continue").filter(|c| !c.is_empty()) {
         Some(token) => {
-            let (rv, start) = decode_continue(token)?;
-            let items = store.snapshot(rv).ok_or_else(|| {
-                ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+            if query
+                .get("resourceVersion")
+                .is_some_and(|rv| !rv.is_empty() && rv != "0")
+            {
+                return Err(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
+            Some(ContinueToken::decode_for(token, &scope)?)
+        }
+        None => None,
+    };
+    let mut store = state.store.lock().expect("store lock");
+    let (rv, items, start) = match continued {
+        Some(token) => {
+            let items = store.snapshot(token.rv, &scope).ok_or_else(|| {
+                ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
             })?;
-            (rv, items, start)
+            (token.rv, items, token.start)
         }
         None => {
             let items = Arc::new(store.list(&target.storage, target.namespace.as_deref(), &filter));
             let rv = if items.len() > limit {
-                store.remember_snapshot(items.clone())
+                store.remember_snapshot(&scope, items.clone())
             } else {
                 store.resource_version()
             };
@@ -550,8 +576,11 @@ fn list(state: &AppState, target: &Target, query: &HashMap<String, String>) -> A
     let window = &items[start.min(end)..end];
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if end < items.len() {
-        metadata["continue"] = json!(encode_continue(rv, end));
-        metadata["remainingItemCount"] = json!(items.len() - end);
+        metadata["continue"] = json!(ContinueToken::new(scope, rv, end).encode());
+        // As on the real server: counted only when no selector is set.
+        if filter.is_everything() {
+            metadata["remainingItemCount"] = json!(items.len() - end);
+        }
     }
     if let Some(include) = target.table {
         let objects: Vec<Value> = window.iter().map(|(_, o)| (**o).clone()).collect();
@@ -577,27 +606,6 @@ fn list(state: &AppState, target: &Target, query: &HashMap<String, String>) -> A
     }
     body.push_str("]}");
     Ok((StatusCode::OK, [("content-type", "application/json")], body).into_response())
-}
-
-fn encode_continue(rv: u64, start: usize) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(json!({"rv": rv, "start": start}).to_string())
-}
-
-fn decode_continue(token: &str) -> Result<(u64, usize), ApiError> {
-    let bad = || {
-        ApiError::bad_request(
-            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
-        )
-    };
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| bad())?;
-    let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    Ok((
-        value["rv"].as_u64().ok_or_else(bad)?,
-        value["start"].as_u64().ok_or_else(bad)? as usize,
-    ))
 }
 
 fn create(

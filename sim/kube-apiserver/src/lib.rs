@@ -6,6 +6,7 @@
 //!
 //! * [`store`]: objects, resourceVersion, history, write rules, GC, CRDs.
 //! * [`http`]: discovery and the verbs, routed like the real server.
+//! * [`paging`]: continue tokens, each bound to the list it continues.
 //! * [`faults`]: fault injection at run time.
 
 mod error;
@@ -13,6 +14,7 @@ mod faults;
 mod http;
 mod kinds;
 mod openapi;
+mod paging;
 mod patch;
 mod schema;
 mod selectors;

@@ -11,6 +11,7 @@ use tokio::sync::broadcast;
 
 use crate::error::ApiError;
 use crate::kinds::{self, Kind};
+use crate::paging::ListScope;
 use crate::schema;
 use crate::selectors::Filter;
 
@@ -56,6 +57,10 @@ pub enum Propagation {
 /// The items of one list, frozen for `continue` tokens.
 pub type Snapshot = Arc<Vec<(Key, Arc<Value>)>>;
 
+/// How many paged lists' snapshots are kept; continuing an older one gets
+/// 410 Expired.
+const SNAPSHOTS_KEPT: usize = 64;
+
 pub struct Store {
     rv: u64,
     kinds: Vec<Kind>,
@@ -64,8 +69,11 @@ pub struct Store {
     history_limit: usize,
     /// Watches may resume from any rv at or after this one.
     oldest_rv: u64,
-    /// List snapshots that `continue` tokens refer to, newest last.
-    snapshots: VecDeque<(u64, Snapshot)>,
+    /// List snapshots that `continue` tokens refer to, newest last: each
+    /// under the list it belongs to and its resourceVersion. The rv alone
+    /// does not identify a snapshot: lists of other kinds, namespaces or
+    /// selectors taken with no write in between have the same one.
+    snapshots: VecDeque<(u64, ListScope, Snapshot)>,
     pub events: broadcast::Sender<Arc<Change>>,
 }
 
@@ -168,22 +176,31 @@ impl Store {
             .collect()
     }
 
-    /// Keep a list snapshot for paging; returns its rv.
-    pub fn remember_snapshot(&mut self, items: Snapshot) -> u64 {
-        if self.snapshots.back().is_none_or(|(rv, _)| *rv != self.rv) {
-            self.snapshots.push_back((self.rv, items));
-            while self.snapshots.len() > 32 {
-                self.snapshots.pop_front();
-            }
+    /// Keep the snapshot of `list` at the current rv for paging; returns
+    /// the rv. One already kept for the same list and rv (the same items)
+    /// is kept instead, as the newest.
+    pub fn remember_snapshot(&mut self, list: &ListScope, items: Snapshot) -> u64 {
+        let rv = self.rv;
+        let kept = self
+            .snapshots
+            .iter()
+            .position(|(at, scope, _)| *at == rv && scope == list)
+            .and_then(|index| self.snapshots.remove(index));
+        self.snapshots
+            .push_back(kept.unwrap_or_else(|| (rv, list.clone(), items)));
+        while self.snapshots.len() > SNAPSHOTS_KEPT {
+            self.snapshots.pop_front();
         }
-        self.rv
+        rv
     }
 
-    pub fn snapshot(&self, rv: u64) -> Option<Snapshot> {
+    /// The snapshot of `list` taken at `rv`, if it is still kept.
+    pub fn snapshot(&self, rv: u64, list: &ListScope) -> Option<Snapshot> {
         self.snapshots
             .iter()
-            .find(|(at, _)| *at == rv)
-            .map(|(_, items)| items.clone())
+            .rev()
+            .find(|(at, scope, _)| *at == rv && scope == list)
+            .map(|(_, _, items)| items.clone())
     }
 
     fn commit(
@@ -810,4 +827,55 @@ fn check_name(kind: &Kind, name: &str) -> Result<(), ApiError> {
         name,
         vec![("metadata.name".into(), message)],
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(resource: &str) -> ListScope {
+        ListScope {
+            group: String::new(),
+            version: "v1".into(),
+            resource: resource.into(),
+            namespace: None,
+            labels: String::new(),
+            fields: String::new(),
+        }
+    }
+
+    fn items(name: &str) -> Snapshot {
+        let key = Key {
+            group: String::new(),
+            plural: "configmaps".into(),
+            namespace: "default".into(),
+            name: name.into(),
+        };
+        Arc::new(vec![(key, Arc::new(json!({"metadata": {"name": name}})))])
+    }
+
+    #[test]
+    fn lists_taken_at_one_resource_version_keep_their_own_snapshots() {
+        let mut store = Store::new(100);
+        let (configmaps, secrets) = (scope("configmaps"), scope("secrets"));
+        let rv = store.remember_snapshot(&configmaps, items("a"));
+        assert_eq!(store.remember_snapshot(&secrets, items("b")), rv);
+        let name = |snapshot: Option<Snapshot>| snapshot.map(|s| s[0].0.name.clone());
+        assert_eq!(name(store.snapshot(rv, &configmaps)).as_deref(), Some("a"));
+        assert_eq!(name(store.snapshot(rv, &secrets)).as_deref(), Some("b"));
+        assert!(store.snapshot(rv, &scope("leases")).is_none());
+        // The same list again at the same rv shares the snapshot kept first.
+        store.remember_snapshot(&configmaps, items("c"));
+        assert_eq!(name(store.snapshot(rv, &configmaps)).as_deref(), Some("a"));
+
+        // Only the newest are kept; a list taken again counts as new.
+        for i in 0..SNAPSHOTS_KEPT - 1 {
+            store.remember_snapshot(&configmaps, items("a"));
+            store.remember_snapshot(&scope(&format!("kind{i}")), items("x"));
+        }
+        assert!(store.snapshot(rv, &configmaps).is_some());
+        assert!(store.snapshot(rv, &secrets).is_none(), "the oldest is gone");
+        store.expire_history();
+        assert!(store.snapshot(rv, &configmaps).is_none());
+    }
 }

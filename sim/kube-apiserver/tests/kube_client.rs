@@ -665,3 +665,374 @@ async fn errors_are_status_objects_shaped_like_the_real_servers() {
     assert_eq!(status.message, "configmaps \"missing\" not found");
     server.shutdown().await;
 }
+
+/// The names on every page of one list, following `continue` tokens.
+async fn all_pages<K>(api: &Api<K>, params: &ListParams) -> Vec<String>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + kube::Resource,
+{
+    let first = api.list(params).await.expect("first page");
+    let mut names: Vec<String> = first.items.iter().map(|o| o.name_any()).collect();
+    let mut token = first.metadata.continue_.clone();
+    while let Some(next) = token.take().filter(|t| !t.is_empty()) {
+        let page = api
+            .list(&params.clone().continue_token(&next))
+            .await
+            .expect("next page");
+        names.extend(page.items.iter().map(|o| o.name_any()));
+        token = page.metadata.continue_.clone();
+    }
+    names
+}
+
+fn assert_exactly(names: &[String], expected: &[String], what: &str) {
+    let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "{what}: duplicates in {names:?}");
+    let mut sorted = names.to_vec();
+    sorted.sort();
+    let mut wanted = expected.to_vec();
+    wanted.sort();
+    assert_eq!(sorted, wanted, "{what}");
+}
+
+fn labelled_configmap(name: &str, namespace: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name.into());
+    cm.metadata.namespace = Some(namespace.into());
+    cm.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    cm
+}
+
+/// Two paged lists of different kinds that start at the same
+/// resourceVersion each get their own items, and a continue token only
+/// continues the list it came from.
+#[tokio::test]
+async fn paged_lists_of_two_kinds_at_one_resource_version_keep_their_own_items() {
+    let (server, client) = server().await;
+    let widgets = widgets(&client).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut cm_names = Vec::new();
+    let mut widget_names = Vec::new();
+    for i in 0..35 {
+        let name = format!("cm-{i:02}");
+        configmaps
+            .create(
+                &PostParams::default(),
+                &labelled_configmap(&name, "default", &[]),
+            )
+            .await
+            .expect("configmap");
+        cm_names.push(name);
+        let name = format!("w-{i:02}");
+        widgets
+            .create(&PostParams::default(), &widget(&name, i))
+            .await
+            .expect("widget");
+        widget_names.push(name);
+    }
+
+    // Both first pages are taken with nothing written in between: the same
+    // resourceVersion. Then the pages are fetched interleaved.
+    let page = ListParams::default().limit(10);
+    let cm_first = configmaps.list(&page).await.expect("configmaps page 1");
+    let widget_first = widgets.list(&page).await.expect("widgets page 1");
+    assert_eq!(
+        cm_first.metadata.resource_version, widget_first.metadata.resource_version,
+        "both lists start at one resourceVersion"
+    );
+    assert_eq!(cm_first.metadata.remaining_item_count, Some(25));
+    assert_eq!(widget_first.metadata.remaining_item_count, Some(25));
+    let mut cms: Vec<String> = cm_first.items.iter().map(|o| o.name_any()).collect();
+    let mut ws: Vec<String> = widget_first.items.iter().map(|o| o.name_any()).collect();
+    let cm_token = cm_first.metadata.continue_.clone().expect("continue");
+    let widget_token = widget_first.metadata.continue_.clone().expect("continue");
+
+    // A token continues only its own list: 400, as for any invalid token.
+    for (error, what) in [
+        (
+            widgets
+                .list(&page.clone().continue_token(&cm_token))
+                .await
+                .expect_err("a configmaps token on widgets"),
+            "configmaps token on widgets",
+        ),
+        (
+            configmaps
+                .list(&page.clone().continue_token(&widget_token))
+                .await
+                .expect_err("a widgets token on configmaps"),
+            "widgets token on configmaps",
+        ),
+    ] {
+        assert!(
+            matches!(error, kube::Error::Api(ref e) if e.code == 400 && e.reason == "BadRequest"
+                && e.message.starts_with("invalid continue token: continue key is not valid")),
+            "{what}: {error:?}"
+        );
+    }
+
+    // A continue token already fixes the resourceVersion, as on the real server.
+    let request = http::Request::get(format!(
+        "/api/v1/namespaces/default/configmaps?limit=10&resourceVersion=1&continue={cm_token}"
+    ))
+    .body(Vec::new())
+    .expect("request");
+    let error = client
+        .request::<kube::core::ObjectList<ConfigMap>>(request)
+        .await
+        .expect_err("resourceVersion with continue");
+    assert!(
+        matches!(error, kube::Error::Api(ref e) if e.code == 400
+            && e.message == "specifying resource version is not allowed when using continue"),
+        "{error:?}"
+    );
+
+    let mut cm_next = Some(cm_token);
+    let mut widget_next = Some(widget_token);
+    while cm_next.is_some() || widget_next.is_some() {
+        if let Some(token) = cm_next.take() {
+            let list = configmaps
+                .list(&page.clone().continue_token(&token))
+                .await
+                .expect("configmaps page");
+            cms.extend(list.items.iter().map(|o| o.name_any()));
+            cm_next = list.metadata.continue_.filter(|t| !t.is_empty());
+        }
+        if let Some(token) = widget_next.take() {
+            let list = widgets
+                .list(&page.clone().continue_token(&token))
+                .await
+                .expect("widgets page");
+            assert!(
+                list.items
+                    .iter()
+                    .all(|o| o.types.as_ref().is_some_and(|t| t.kind == "Widget")),
+                "{list:?}"
+            );
+            ws.extend(list.items.iter().map(|o| o.name_any()));
+            widget_next = list.metadata.continue_.filter(|t| !t.is_empty());
+        }
+    }
+    assert_exactly(&cms, &cm_names, "paged configmaps");
+    assert_exactly(&ws, &widget_names, "paged widgets");
+
+    // A snapshot that is no longer kept: 410 Expired, as for a compacted one.
+    let first = configmaps.list(&page).await.expect("page 1");
+    let token = first.metadata.continue_.expect("continue");
+    server.faults().expire_history();
+    let expired = configmaps
+        .list(&page.clone().continue_token(&token))
+        .await
+        .expect_err("expired");
+    assert!(
+        matches!(expired, kube::Error::Api(ref e) if e.code == 410 && e.reason == "Expired"),
+        "{expired:?}"
+    );
+    server.shutdown().await;
+}
+
+/// Lists of one kind that differ in namespace or selectors, started at one
+/// resourceVersion, page independently; a token is refused by a list with
+/// another namespace or selector.
+#[tokio::test]
+async fn paged_lists_by_namespace_and_selector_at_one_resource_version_stay_apart() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let (server, client) = server().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in ["team-a", "team-b"] {
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(name.into());
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace");
+    }
+    let mut everything = Vec::new();
+    let mut team_a = Vec::new();
+    let mut team_a_even = Vec::new();
+    for namespace in ["default", "team-a", "team-b"] {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        for i in 0..15 {
+            let name = format!("{namespace}-{i:02}");
+            let parity = if i % 2 == 0 { "even" } else { "odd" };
+            api.create(
+                &PostParams::default(),
+                &labelled_configmap(&name, namespace, &[("parity", parity), ("app", "demo")]),
+            )
+            .await
+            .expect("configmap");
+            everything.push(name.clone());
+            if namespace == "team-a" {
+                team_a.push(name.clone());
+                if parity == "even" {
+                    team_a_even.push(name);
+                }
+            }
+        }
+    }
+    let all: Api<ConfigMap> = Api::all(client.clone());
+    let in_a: Api<ConfigMap> = Api::namespaced(client.clone(), "team-a");
+    let page = ListParams::default().limit(4);
+    let even = page.clone().labels("parity=even,app=demo");
+
+    // Every first page at one resourceVersion, before any is continued.
+    let firsts = [
+        all.list(&page).await.expect("all"),
+        in_a.list(&page).await.expect("team-a"),
+        in_a.list(&even).await.expect("team-a even"),
+    ];
+    let rv = firsts[0].metadata.resource_version.clone();
+    assert!(firsts.iter().all(|l| l.metadata.resource_version == rv));
+    // As on the real server: a count only for lists without selectors.
+    assert_eq!(firsts[0].metadata.remaining_item_count, Some(41));
+    assert_eq!(firsts[1].metadata.remaining_item_count, Some(11));
+    assert_eq!(firsts[2].metadata.remaining_item_count, None);
+    let tokens: Vec<String> = firsts
+        .iter()
+        .map(|l| l.metadata.continue_.clone().expect("continue"))
+        .collect();
+
+    for (result, what) in [
+        (
+            all.list(&page.clone().continue_token(&tokens[1])).await,
+            "a team-a token on the all-namespaces list",
+        ),
+        (
+            in_a.list(&page.clone().continue_token(&tokens[0])).await,
+            "an all-namespaces token on the team-a list",
+        ),
+        (
+            in_a.list(&page.clone().continue_token(&tokens[2])).await,
+            "a label-selected token without the selector",
+        ),
+        (
+            in_a.list(&even.clone().continue_token(&tokens[1])).await,
+            "an unselected token with a selector",
+        ),
+        (
+            in_a.list(&page.clone().labels("parity=odd").continue_token(&tokens[2]))
+                .await,
+            "a token with another selector",
+        ),
+        (
+            all.list(
+                &page
+                    .clone()
+                    .fields("metadata.namespace=team-a")
+                    .continue_token(&tokens[0]),
+            )
+            .await,
+            "a token with an added field selector",
+        ),
+    ] {
+        let error = result.expect_err(what);
+        assert!(
+            matches!(error, kube::Error::Api(ref e) if e.code == 400
+                && e.message.starts_with("invalid continue token: continue key is not valid")),
+            "{what}: {error:?}"
+        );
+    }
+
+    // The same selector written another way is the same list.
+    let reordered = page.clone().labels("app==demo, parity=even");
+    let second = in_a
+        .list(&reordered.clone().continue_token(&tokens[2]))
+        .await
+        .expect("an equivalent selector continues the list");
+    assert_eq!(second.items.len(), 4);
+
+    // Each list, paged to the end, is complete and its own.
+    let names = all_pages(&all, &page).await;
+    assert_exactly(&names, &everything, "all namespaces");
+    let names = all_pages(&in_a, &page).await;
+    assert_exactly(&names, &team_a, "team-a");
+    let names = all_pages(&in_a, &even).await;
+    assert_exactly(&names, &team_a_even, "team-a, parity=even");
+    let names = all_pages(&all, &page.clone().fields("metadata.namespace=team-b")).await;
+    assert_exactly(
+        &names,
+        &everything
+            .iter()
+            .filter(|n| n.starts_with("team-b-"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        "metadata.namespace=team-b",
+    );
+
+    // The pages fetched above were taken at `rv` too (nothing was written
+    // since): continuing the first tokens now still gives their own lists.
+    let mut rest: Vec<String> = firsts[2].items.iter().map(|o| o.name_any()).collect();
+    let mut token = Some(tokens[2].clone());
+    while let Some(next) = token.take() {
+        let list = in_a
+            .list(&even.clone().continue_token(&next))
+            .await
+            .expect("page");
+        rest.extend(list.items.iter().map(|o| o.name_any()));
+        token = list.metadata.continue_.filter(|t| !t.is_empty());
+    }
+    assert_exactly(&rest, &team_a_even, "team-a, parity=even, continued late");
+    server.shutdown().await;
+}
+
+/// kube-rs watchers whose initial lists are paged, started together over
+/// two kinds (as a controller starts after a restart), each see exactly
+/// their own objects.
+#[tokio::test]
+async fn watchers_with_paged_initial_lists_over_two_kinds_see_their_own_objects() {
+    let (server, client) = server().await;
+    let widgets = widgets(&client).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut cm_names = Vec::new();
+    let mut widget_names = Vec::new();
+    for i in 0..40 {
+        let name = format!("cm-{i:02}");
+        configmaps
+            .create(
+                &PostParams::default(),
+                &labelled_configmap(&name, "default", &[]),
+            )
+            .await
+            .expect("configmap");
+        cm_names.push(name);
+        let name = format!("w-{i:02}");
+        widgets
+            .create(&PostParams::default(), &widget(&name, i))
+            .await
+            .expect("widget");
+        widget_names.push(name);
+    }
+
+    /// The names of the initial list, once the watcher says it is done.
+    async fn initial<K>(api: Api<K>) -> Vec<String>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
+        let config = watcher::Config::default().page_size(7);
+        let mut events = watcher(api, config).boxed();
+        let mut names = Vec::new();
+        loop {
+            match events.try_next().await.expect("watch event") {
+                Some(watcher::Event::Init) => names.clear(),
+                Some(watcher::Event::InitApply(object)) => names.push(object.name_any()),
+                Some(watcher::Event::InitDone) => return names,
+                Some(other) => panic!("before the initial list is done: {other:?}"),
+                None => panic!("the watch ended"),
+            }
+        }
+    }
+    let (cms, ws) = tokio::time::timeout(
+        Duration::from_secs(60),
+        futures::future::join(initial(configmaps.clone()), initial(widgets.clone())),
+    )
+    .await
+    .expect("both initial lists finish");
+    assert_exactly(&cms, &cm_names, "configmap watcher");
+    assert_exactly(&ws, &widget_names, "widget watcher");
+    server.shutdown().await;
+}

@@ -712,3 +712,69 @@ async fn describe_shows_the_events_about_an_object() {
     assert!(!described.contains("Checkedother"), "{described}");
     cluster.stop().await;
 }
+
+#[tokio::test]
+async fn get_in_chunks_lists_each_kind_completely() {
+    let Some(cluster) = Cluster::start("get_in_chunks_lists_each_kind_completely").await else {
+        return;
+    };
+    cluster.with_widgets().await;
+    let mut yaml = String::new();
+    for i in 0..7 {
+        yaml.push_str(&widget_yaml(&format!("w-{i}"), i));
+        yaml.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: default\n  labels: {{parity: {}}}\n---\n",
+            if i % 2 == 0 { "even" } else { "odd" }
+        ));
+    }
+    cluster.apply(&yaml).await;
+    let widgets: Vec<String> = (0..7)
+        .map(|i| format!("widget.example.com/w-{i}"))
+        .collect();
+    let configmaps: Vec<String> = (0..7).map(|i| format!("configmap/cm-{i}")).collect();
+
+    // kubectl lists the two kinds one after the other, each in pages of 2,
+    // with nothing written in between: both lists start at one
+    // resourceVersion and each must still get only its own objects.
+    let out = cluster
+        .ok(&["get", "widgets,configmaps", "--chunk-size=2", "-o", "name"])
+        .await;
+    let names: Vec<&str> = out.lines().collect();
+    let expected: Vec<&str> = widgets
+        .iter()
+        .chain(configmaps.iter())
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, expected, "{out}");
+
+    // The same as tables, and with a label selector.
+    let out = cluster
+        .ok(&["get", "widgets,configmaps", "--chunk-size=2"])
+        .await;
+    for i in 0..7 {
+        assert!(out.contains(&format!("w-{i} ")), "{out}");
+        assert!(out.contains(&format!("cm-{i} ")), "{out}");
+    }
+    let out = cluster
+        .ok(&[
+            "get",
+            "configmaps",
+            "-l",
+            "parity=even",
+            "--chunk-size=1",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "configmap/cm-0",
+            "configmap/cm-2",
+            "configmap/cm-4",
+            "configmap/cm-6"
+        ],
+        "{out}"
+    );
+    cluster.stop().await;
+}
