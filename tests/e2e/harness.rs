@@ -198,6 +198,35 @@ impl System {
         }
     }
 
+    /// The Prometheus text the (latest) controller serves on `/metrics`.
+    pub async fn metrics(&self) -> String {
+        let mut logs = String::new();
+        if let Ok(entries) = std::fs::read_dir(self.dir.path()) {
+            let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for path in paths
+                .iter()
+                .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            {
+                logs.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+            }
+        }
+        let address = logs
+            .lines()
+            .filter(|line| line.contains("metrics and probes"))
+            .filter_map(|line| line.split("bound=").nth(1))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .last()
+            .expect("the controller logged its metrics address")
+            .to_string();
+        reqwest::get(format!("http://{address}/metrics"))
+            .await
+            .expect("scrape /metrics")
+            .text()
+            .await
+            .expect("metrics body")
+    }
+
     /// The controller's log so far (for assertion messages).
     pub fn logs(&self) -> String {
         let mut text = String::new();

@@ -1,8 +1,9 @@
 //! End-to-end scenarios: the real `radwasm run` and `radwasm dev` processes
 //! against the embedded API server and the Radius simulator over HTTP
-//! (issue 5). Each scenario starts its own stand-ins so they run in parallel.
+//! Each scenario starts its own stand-ins so they run in parallel.
 
 mod dev;
 mod harness;
 mod realkube;
 mod scenarios;
+mod truth;

@@ -1,5 +1,5 @@
-//! The scenarios of issue 5, each a story: given these objects and this Radius
-//! behaviour, the controller ends in this state.
+//! The product's main scenarios, each a story: given these objects and this
+//! Radius behaviour, the controller ends in this state.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -753,6 +753,14 @@ async fn a_misbehaving_policy_fails_only_the_objects_it_misjudged() {
         })
         .await;
     assert_eq!(system.radius().stats().requests, 0);
+    let metrics = system.metrics().await;
+    for line in [
+        r#"radwasm_policy_decision_failures_total{kind="DeploymentTemplate",reason="OutOfFuel"}"#,
+        r#"radwasm_policy_decision_failures_total{kind="DeploymentTemplate",reason="Trap"}"#,
+        r#"radwasm_policy_decisions_total{kind="DeploymentTemplate",policy="misbehaving",version="0.0.0",outcome="error"}"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing:\n{metrics}");
+    }
     system.shutdown().await;
 }
 

@@ -11,13 +11,15 @@
 //! | `clock` | reports the wall clock and a random number (both must be fixed) |
 //! | `count` | reports how many decisions this instance has made (must be 1) |
 //! | `oversized-plan` | returns 1,100 actions (the host's guard rails allow 1,024) |
+//! | `hasty` | decides as the default policy, but asks to be requeued at once after every decision (for both kinds, read from the template) |
+//! | `rename-deployments` | decides as the default policy, but names its deployments `renamed-{10 hex of the spec hash}` (for both kinds, read from the template) |
 //!
 //! Anything else gives an empty plan. Never ship this guest.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use radwasm_policy_sdk::model::{
-    Description, PolicyError, ResourceObservation, ResourcePlan, TemplateAction,
+    Description, PolicyError, ResourceAction, ResourceObservation, ResourcePlan, TemplateAction,
     TemplateObservation, TemplatePlan, TemplateStatusUpdate,
 };
 use radwasm_policy_sdk::{Level, Policy, log};
@@ -93,12 +95,48 @@ impl Policy for Misbehaving {
             Some("oversized-plan") => Ok(TemplatePlan {
                 actions: vec![TemplateAction::AddFinalizer; 1_100],
             }),
+            Some("rename-deployments") => {
+                let mut plan = radwasm_policy_core::decide_template(observation)?;
+                for action in &mut plan.actions {
+                    if let TemplateAction::StartDeployment(start) = action {
+                        let hash = &observation.spec_hash;
+                        start.deployment_name = format!("renamed-{}", &hash[..hash.len().min(10)]);
+                    }
+                }
+                Ok(plan)
+            }
+            Some("hasty") => {
+                let mut plan = radwasm_policy_core::decide_template(observation)?;
+                for action in &mut plan.actions {
+                    if let TemplateAction::RequeueAfter(ms) = action {
+                        *ms = 0;
+                    }
+                }
+                Ok(plan)
+            }
             _ => Ok(TemplatePlan::default()),
         }
     }
 
-    fn decide_resource(_observation: &ResourceObservation) -> Result<ResourcePlan, PolicyError> {
-        Ok(ResourcePlan::default())
+    fn decide_resource(observation: &ResourceObservation) -> Result<ResourcePlan, PolicyError> {
+        let mode = observation
+            .owner
+            .as_ref()
+            .and_then(|owner| owner.annotations.get(MISBEHAVE))
+            .map(String::as_str);
+        match mode {
+            Some("rename-deployments") => radwasm_policy_core::decide_resource(observation),
+            Some("hasty") => {
+                let mut plan = radwasm_policy_core::decide_resource(observation)?;
+                for action in &mut plan.actions {
+                    if let ResourceAction::RequeueAfter(ms) = action {
+                        *ms = 0;
+                    }
+                }
+                Ok(plan)
+            }
+            _ => Ok(ResourcePlan::default()),
+        }
     }
 }
 

@@ -48,6 +48,12 @@ pub struct Faults {
     pub vanish_operations: u32,
     /// While set, every operation URL answers 404.
     pub vanish_all_operations: bool,
+    /// The next N resource DELETEs are answered 409 `Conflict` (as Radius
+    /// answers while something else holds the resource).
+    pub refuse_deletes: u32,
+    /// The next N resource deletions are accepted but their operation ends
+    /// `Failed` (the resource stays).
+    pub fail_deletes: u32,
 }
 
 impl Default for Faults {
@@ -62,6 +68,8 @@ impl Default for Faults {
             drop_connections: 0,
             vanish_operations: 0,
             vanish_all_operations: false,
+            refuse_deletes: 0,
+            fail_deletes: 0,
         }
     }
 }
@@ -98,6 +106,8 @@ pub struct SettingsPatch {
     pub drop_connections: Option<u32>,
     pub vanish_operations: Option<u32>,
     pub vanish_all_operations: Option<bool>,
+    pub refuse_deletes: Option<u32>,
+    pub fail_deletes: Option<u32>,
     pub deploy_ms: Option<u64>,
     pub delete_ms: Option<u64>,
     pub retry_after_secs: Option<u64>,
@@ -112,6 +122,8 @@ pub struct FaultCounts {
     pub dropped_connections: u64,
     pub vanished_operations: u64,
     pub delayed_requests: u64,
+    pub refused_deletes: u64,
+    pub failed_deletes: u64,
 }
 
 /// What to do with one incoming request.
@@ -216,6 +228,16 @@ impl FaultsHandle {
     }
 
     /// While `on`, every operation URL answers 404.
+    /// Answer the next `count` resource DELETEs 409 `Conflict`.
+    pub fn refuse_next_deletes(&self, count: u32) {
+        self.update(|f| f.refuse_deletes = count);
+    }
+
+    /// Let the next `count` deletions end `Failed`.
+    pub fn fail_next_deletes(&self, count: u32) {
+        self.update(|f| f.fail_deletes = count);
+    }
+
     pub fn vanish_all_operations(&self, on: bool) {
         self.update(|f| f.vanish_all_operations = on);
     }
@@ -268,7 +290,9 @@ impl FaultsHandle {
                 latency_ms,
                 drop_connections,
                 vanish_operations,
-                vanish_all_operations
+                vanish_all_operations,
+                refuse_deletes,
+                fail_deletes
             );
             if let Some(ms) = patch.deploy_ms {
                 state.timings.deploy = Duration::from_millis(ms);
@@ -340,6 +364,31 @@ impl FaultsHandle {
         state.counts.failed_deployments += 1;
         let error = &state.faults.deployment_error;
         Some(ArmError::new(error.code.clone(), error.message.clone()))
+    }
+
+    /// Whether the next resource DELETE is to be refused with 409.
+    pub(crate) fn on_delete_request(&self) -> bool {
+        let mut state = self.lock();
+        if state.faults.refuse_deletes == 0 {
+            return false;
+        }
+        state.faults.refuse_deletes -= 1;
+        state.counts.refused_deletes += 1;
+        true
+    }
+
+    /// The error a new deletion must end with, if one is due to fail.
+    pub(crate) fn on_new_deletion(&self) -> Option<ArmError> {
+        let mut state = self.lock();
+        if state.faults.fail_deletes == 0 {
+            return None;
+        }
+        state.faults.fail_deletes -= 1;
+        state.counts.failed_deletes += 1;
+        Some(ArmError::new(
+            "DeleteFailed",
+            "The deletion failed (injected by the Radius simulator)",
+        ))
     }
 
     /// Whether a new operation is to vanish.

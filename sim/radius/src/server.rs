@@ -921,6 +921,15 @@ impl Ucp<'_> {
         let Some(resource) = store.resources.get(&key) else {
             return Self::not_found(id);
         };
+        if self.app.faults.on_delete_request() {
+            return error_response(
+                StatusCode::CONFLICT,
+                ArmError::new(
+                    "Conflict",
+                    format!("{id} cannot be deleted now (refused by the Radius simulator)"),
+                ),
+            );
+        }
         let retry_after = self.app.faults.timings().retry_after_secs;
         if let Some(op) = resource
             .deleting
@@ -944,8 +953,12 @@ impl Ucp<'_> {
             .map(|(ns, _)| ns)
             .unwrap_or_else(|| "System.Resources".into());
         let vanished = self.app.faults.on_new_operation();
+        let failure = self.app.faults.on_new_deletion();
         let op = store.start_operation(
-            OperationKind::Delete { key: key.clone() },
+            OperationKind::Delete {
+                key: key.clone(),
+                failure,
+            },
             &stored_id,
             &namespace,
             &self.version,

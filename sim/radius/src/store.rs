@@ -163,8 +163,12 @@ impl Deployment {
 pub(crate) enum OperationKind {
     /// Runs the deployment stored under this key.
     Deployment { key: String },
-    /// Deletes the resource stored under this key.
-    Delete { key: String },
+    /// Deletes the resource stored under this key, or ends with `failure`
+    /// and leaves it.
+    Delete {
+        key: String,
+        failure: Option<ArmError>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -262,15 +266,25 @@ impl Store {
         };
         let status = match op.kind.clone() {
             OperationKind::Deployment { key } => self.finish_deployment(&key, op.end),
-            OperationKind::Delete { key } => {
-                if self
+            OperationKind::Delete { key, failure } => {
+                let ours = self
                     .resources
                     .get(&key)
-                    .is_some_and(|r| r.deleting.as_deref() == Some(operation))
-                {
-                    self.resources.remove(&key);
+                    .is_some_and(|r| r.deleting.as_deref() == Some(operation));
+                match failure {
+                    Some(error) => {
+                        if ours && let Some(resource) = self.resources.get_mut(&key) {
+                            resource.deleting = None;
+                        }
+                        OperationStatus::Failed(error)
+                    }
+                    None => {
+                        if ours {
+                            self.resources.remove(&key);
+                        }
+                        OperationStatus::Succeeded
+                    }
                 }
-                OperationStatus::Succeeded
             }
         };
         if let Some(op) = self.operations.get_mut(operation) {

@@ -1,0 +1,423 @@
+//! Scenarios replayed from what users hit, black box: Radius refusing or
+//! failing deletes, 5xx on DELETE, a spec changed while a deployment runs,
+//! a policy that names its deployments its own way. Each counts what reached
+//! Radius and reads status from a watch, as a GitOps health check would.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use radwasm::crd::DeploymentTemplate;
+use serde_json::json;
+
+use crate::harness::{System, fixture, id, template};
+
+/// Every status a watch saw for one template: (generation, observed
+/// generation, phase, Ready status, status hash).
+type Seen = Arc<Mutex<Vec<(i64, i64, String, String, String)>>>;
+
+fn watch_statuses(system: &System, name: &str) -> (Seen, tokio::task::JoinHandle<()>) {
+    let seen: Seen = Arc::default();
+    let stream = watcher(
+        system.templates(),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+    .applied_objects();
+    let task = {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                let Ok(template) = event else { continue };
+                let status = template.status.clone().unwrap_or_default();
+                let ready = status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == "Ready")
+                    .map(|c| c.status.clone())
+                    .unwrap_or_default();
+                if let Ok(mut seen) = seen.lock() {
+                    seen.push((
+                        template.metadata.generation.unwrap_or_default(),
+                        status.observed_generation.unwrap_or_default(),
+                        status.phrase.unwrap_or_default(),
+                        ready,
+                        status.status_hash.unwrap_or_default(),
+                    ));
+                }
+            }
+        })
+    };
+    (seen, task)
+}
+
+fn hash_of(object: &DeploymentTemplate) -> String {
+    radwasm::controller::observe::spec_hash(&radwasm::controller::observe::spec_texts(object))
+}
+
+/// Delete the template and return the DeploymentResource of its container,
+/// which is deleted first (the others wait for it).
+async fn delete_and_count_container_deletes(system: &System, window: Duration) -> u64 {
+    let container = id("containers", "output-resources-container");
+    system
+        .templates()
+        .delete("app", &DeleteParams::default())
+        .await
+        .expect("delete");
+    tokio::time::sleep(window).await;
+    system.radius().stats().deletes_for(&container)
+}
+
+async fn ready_app(system: &System) {
+    system
+        .create(&template(
+            "app",
+            &fixture("deploymenttemplate-outputresources-1.json"),
+            "",
+        ))
+        .await;
+    system.wait_phase("app", "Ready").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_delete_is_retried_on_the_policys_interval_not_in_a_storm() {
+    let system = System::start(&[]).await;
+    ready_app(&system).await;
+    // Radius answers every DELETE 409 Conflict for now.
+    system.radius().faults().refuse_next_deletes(1_000);
+    // The default policy retries a failed delete after 10 s: in 12 s, the
+    // first attempt and at most one retry (before the fix: 251 in 13 s).
+    let deletes = delete_and_count_container_deletes(&system, Duration::from_secs(12)).await;
+    assert!(
+        (1..=2).contains(&deletes),
+        "{deletes} DELETEs of the container in 12 s\n{}",
+        system.logs()
+    );
+    // The resource being deleted says what is failing.
+    let resources = system.owned("app").await;
+    let container = resources
+        .iter()
+        .find(|r| r.spec.id.contains("/containers/"))
+        .expect("the container's DeploymentResource is still there");
+    let status = container.status.clone().unwrap_or_default();
+    let message = status.message.unwrap_or_default();
+    assert!(message.contains("Conflict"), "{message}");
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "False" && c.reason == "DeleteFailed"),
+        "{:?}",
+        status.conditions
+    );
+    let version: u64 = container
+        .resource_version()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u64::MAX);
+    let created: u64 = system
+        .resources()
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(version <= created, "resourceVersions are comparable here");
+
+    // Radius accepts deletes again: everything goes.
+    system.radius().faults().refuse_next_deletes(0);
+    system.wait_gone("app").await;
+    assert!(system.radius().resource_ids().is_empty());
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_delete_operation_is_paced_like_a_refused_one() {
+    let system = System::start(&[]).await;
+    ready_app(&system).await;
+    system.radius().faults().fail_next_deletes(1_000);
+    let deletes = delete_and_count_container_deletes(&system, Duration::from_secs(12)).await;
+    assert!(
+        (1..=2).contains(&deletes),
+        "{deletes} DELETEs of the container in 12 s (before the fix: 129 in 5 s)\n{}",
+        system.logs()
+    );
+    system.radius().faults().fail_next_deletes(0);
+    system.wait_gone("app").await;
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_meeting_server_errors_says_so_in_status_and_is_paced() {
+    let system = System::start(&[]).await;
+    ready_app(&system).await;
+    system.radius().faults().set_error_rate(1.0);
+    system
+        .templates()
+        .delete("app", &DeleteParams::default())
+        .await
+        .expect("delete");
+    // The client's own retries take a few seconds; then the status says it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let message = loop {
+        let container = system
+            .owned("app")
+            .await
+            .into_iter()
+            .find(|r| r.spec.id.contains("/containers/"));
+        let status = container.and_then(|c| c.status).unwrap_or_default();
+        if status.phrase.as_deref() == Some("Failed") {
+            break status.message.unwrap_or_default();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failing DELETE never showed in status: {status:?}\n{}",
+            system.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        message.contains("deleting") && message.contains("failed"),
+        "{message}"
+    );
+    system.radius().faults().set_error_rate(0.0);
+    system.wait_gone("app").await;
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_changed_during_a_deployment_is_ready_only_once_it_is_deployed() {
+    let system = System::start_with(&[], Duration::from_secs(2)).await;
+    let first = template(
+        "app",
+        &fixture("deploymenttemplate-outputresources-1.json"),
+        "",
+    );
+    let (seen, watch) = watch_statuses(&system, "app");
+    system.create(&first).await;
+    system
+        .wait_template("app", "a deployment in flight", |t| {
+            t.and_then(|t| t.status.as_ref())
+                .is_some_and(|s| s.operation.is_some())
+        })
+        .await;
+    let changed = system
+        .templates()
+        .patch(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"parameters": "{}"}})),
+        )
+        .await
+        .expect("change the spec");
+    let new_hash = hash_of(&changed);
+    let new_generation = changed.metadata.generation.unwrap_or_default();
+    system.wait_phase("app", "Ready").await;
+    let ready = system.templates().get("app").await.expect("template");
+    assert_eq!(
+        ready.status.as_ref().and_then(|s| s.status_hash.clone()),
+        Some(new_hash.clone())
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    watch.abort();
+    let seen = seen.lock().expect("seen").clone();
+    for (generation, observed, phase, ready, hash) in &seen {
+        if *observed == new_generation && (ready == "True" || phase == "Ready") {
+            assert_eq!(
+                hash, &new_hash,
+                "Ready at generation {generation} with another spec's hash: {seen:?}"
+            );
+        }
+    }
+    // Every DeploymentResource blocks its owner's foreground deletion.
+    for resource in system.owned("app").await {
+        let owner = resource.owner_references().first().cloned().expect("owner");
+        assert_eq!(owner.block_owner_deletion, Some(true), "{owner:?}");
+        assert_eq!(owner.controller, Some(true));
+    }
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_specs_failed_deployment_does_not_fail_the_new_generation() {
+    let system = System::start_with(&[], Duration::from_secs(2)).await;
+    system
+        .radius()
+        .faults()
+        .fail_next_deployments(1, "RecipeFailed", "a transient cloud error");
+    let (seen, watch) = watch_statuses(&system, "app");
+    system
+        .create(&template(
+            "app",
+            &fixture("deploymenttemplate-outputresources-1.json"),
+            "",
+        ))
+        .await;
+    system
+        .wait_template("app", "a deployment in flight", |t| {
+            t.and_then(|t| t.status.as_ref())
+                .is_some_and(|s| s.operation.is_some())
+        })
+        .await;
+    let changed = system
+        .templates()
+        .patch(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"parameters": "{}"}})),
+        )
+        .await
+        .expect("change the spec");
+    let new_generation = changed.metadata.generation.unwrap_or_default();
+    // Before the fix: Failed at the new generation for ever, 0 PUTs for it.
+    system.wait_phase("app", "Ready").await;
+    watch.abort();
+    let seen = seen.lock().expect("seen").clone();
+    assert!(
+        !seen
+            .iter()
+            .any(|(_, observed, phase, _, _)| *observed == new_generation && phase == "Failed"),
+        "an older spec's failure was recorded against generation {new_generation}: {seen:?}"
+    );
+    let events = system.events_for("app").await;
+    assert!(
+        events.iter().any(|e| e.contains("a transient cloud error")),
+        "the failure is still reported: {events:?}"
+    );
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_naming_its_deployments_differently_survives_a_restart_mid_deployment() {
+    // The test guest's rename-deployments mode decides as the default policy
+    // but names deployments `renamed-{hash}`: the host must follow exactly
+    // the name the plan gave, not assume the default policy's naming.
+    let misbehaving = format!("{}/misbehaving-policy.wasm", env!("RADWASM_GUEST_DIR"));
+    let mut system = System::start_with(&["--policy", &misbehaving], Duration::from_secs(4)).await;
+    let mut object = template(
+        "app",
+        &fixture("deploymenttemplate-outputresources-1.json"),
+        "",
+    );
+    object.metadata.annotations = Some(
+        [(
+            "radwasm.test/misbehave".to_string(),
+            "rename-deployments".to_string(),
+        )]
+        .into(),
+    );
+    let hash = hash_of(&object);
+    let name = format!("renamed-{}", &hash[..10]);
+    let phases = system.record_phases("app");
+    system.create(&object).await;
+    system
+        .wait_template("app", "the renamed deployment in flight", |t| {
+            t.and_then(|t| t.status.as_ref())
+                .is_some_and(|s| s.operation.is_some())
+        })
+        .await;
+    // Killed mid-deployment, and its record of the operation lost with it.
+    system.kill_controller();
+    system
+        .templates()
+        .patch_status(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"operation": null}})),
+        )
+        .await
+        .expect("lose the operation record");
+    system.start_controller();
+    system.wait_phase("app", "Ready").await;
+    assert!(
+        !phases.phases().iter().any(|p| p == "Failed"),
+        "{:?}\n{}",
+        phases.phases(),
+        system.logs()
+    );
+    let stats = system.radius().stats();
+    assert_eq!(
+        stats.deployment_puts_for(&name),
+        1,
+        "the running deployment was followed, not sent again: {stats:?}"
+    );
+    assert_eq!(stats.deployment_puts, 1);
+    let ready = system.templates().get("app").await.expect("template");
+    assert!(
+        ready
+            .status
+            .and_then(|s| s.resource)
+            .is_some_and(|r| r.ends_with(&name)),
+        "status names the deployment the policy chose"
+    );
+    // Every metric the controller registers has moved by now.
+    let metrics = system.metrics().await;
+    for family in [
+        "radwasm_reconciles_total",
+        "radwasm_reconcile_seconds_count",
+        "radwasm_policy_decisions_total",
+        "radwasm_policy_decision_seconds_count",
+        "radwasm_policy_decision_fuel_count",
+        "radwasm_radius_requests_total",
+        "radwasm_radius_request_seconds_count",
+    ] {
+        assert!(
+            metrics.lines().any(|line| line.starts_with(family)
+                && !line.ends_with(" 0")
+                && !line.ends_with(" 0.0")),
+            "{family} never moved:\n{metrics}"
+        );
+    }
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_that_retries_at_once_is_held_to_the_hosts_floor() {
+    // The test guest's `hasty` mode decides as the default policy but asks
+    // to be requeued at once whatever happened: the host still spaces a
+    // failed Radius mutation by at least 1 s per object.
+    let misbehaving = format!("{}/misbehaving-policy.wasm", env!("RADWASM_GUEST_DIR"));
+    let system = System::start(&["--policy", &misbehaving]).await;
+    let mut object = template(
+        "app",
+        &fixture("deploymenttemplate-outputresources-1.json"),
+        "",
+    );
+    object.metadata.annotations =
+        Some([("radwasm.test/misbehave".to_string(), "hasty".to_string())].into());
+    system.create(&object).await;
+    system.wait_phase("app", "Ready").await;
+    system.radius().faults().refuse_next_deletes(1_000);
+    let deletes = delete_and_count_container_deletes(&system, Duration::from_secs(6)).await;
+    assert!(
+        (2..=8).contains(&deletes),
+        "{deletes} DELETEs in 6 s: at most about one a second\n{}",
+        system.logs()
+    );
+    let metrics = system.metrics().await;
+    for family in [
+        "radwasm_radius_mutations_held_back_total",
+        "radwasm_remembered_objects",
+    ] {
+        assert!(
+            metrics.lines().any(|line| line.starts_with(family)
+                && !line.ends_with(" 0")
+                && !line.ends_with(" 0.0")),
+            "{family} did not move:\n{metrics}"
+        );
+    }
+    assert!(
+        metrics.contains(
+            r#"radwasm_radius_requests_total{method="DELETE",outcome="client_error",code="409"}"#
+        ),
+        "{metrics}"
+    );
+    system.radius().faults().refuse_next_deletes(0);
+    system.wait_gone("app").await;
+    system.shutdown().await;
+}
