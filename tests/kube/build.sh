@@ -112,6 +112,9 @@ if command -v nice > /dev/null 2>&1; then nice=(nice -n 10); fi
 (cd "$here" && "${nice[@]}" "$go_cmd" build -ldflags="$k8s_ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/kube-controller-manager)
 (cd "$here/cmd/etcd" && "${nice[@]}" "$go_cmd" build -ldflags="$etcd_ldflags" -o "$tmp/etcd" .)
 
+for b in "${bins[@]}"; do
+  [[ -x "$tmp/$b" ]] || { echo "build.sh: the build made no $b" >&2; exit 1; }
+done
 echo "$want" > "$tmp/.inputs"
 rm -rf "$out"
 mv "$tmp" "$out"
