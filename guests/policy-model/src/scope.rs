@@ -62,12 +62,11 @@ impl Scope {
                         format!("plane type {radius:?} is not the Radius plane"),
                     ));
                 }
-                if plane.is_empty() || group.is_empty() {
-                    return Err(error(
-                        WHAT,
-                        text,
-                        "plane and resource group names must not be empty",
-                    ));
+                if let Some(bad) = [plane, group]
+                    .into_iter()
+                    .find(|name| !is_plain_segment(name))
+                {
+                    return Err(error(WHAT, text, not_plain(bad)));
                 }
                 Ok(Self {
                     text: text.to_string(),
@@ -142,18 +141,31 @@ pub struct ResourceId {
 }
 
 /// Parse a Radius resource id.
+///
+/// Every segment must be a plain path segment (see [`is_plain_segment`]):
+/// the host puts ids into request URLs as they are, and a URL client would
+/// resolve `..`, or end the path at `?` or `#`, so a request would reach
+/// something other than the id that was checked.
 pub fn parse_resource_id(id: &str) -> Result<ResourceId, ScopeError> {
     const WHAT: &str = "Radius resource id";
-    if !id.starts_with("/planes/") {
+    let segments: Vec<&str> = id.strip_prefix('/').unwrap_or("").split('/').collect();
+    if !id.starts_with('/') || !segments[0].eq_ignore_ascii_case("planes") {
         return Err(error(WHAT, id, "must start with /planes/"));
     }
-    let lower = id.to_ascii_lowercase();
-    let Some(at) = lower.find("/providers/") else {
+    if let Some(bad) = segments.iter().find(|segment| !is_plain_segment(segment)) {
+        return Err(error(WHAT, id, not_plain(bad)));
+    }
+    // The scope is `planes/{type}/{name}` and then `{type}/{name}` pairs, so
+    // `providers` stands at an odd position; a plane or group may itself be
+    // named `providers`.
+    let Some(at) = (3..segments.len())
+        .step_by(2)
+        .find(|&at| segments[at].eq_ignore_ascii_case("providers"))
+    else {
         return Err(error(WHAT, id, "has no /providers/ segment"));
     };
-    let scope = &id[..at];
-    let rest: Vec<&str> = id[at + "/providers/".len()..].split('/').collect();
-    let Some((namespace, pairs)) = rest.split_first() else {
+    let scope = &id[..segments[..at].iter().map(|s| s.len() + 1).sum::<usize>()];
+    let Some((namespace, pairs)) = segments[at + 1..].split_first() else {
         return Err(error(WHAT, id, "has no provider namespace"));
     };
     if !namespace.contains('.') {
@@ -163,7 +175,7 @@ pub fn parse_resource_id(id: &str) -> Result<ResourceId, ScopeError> {
             format!("provider namespace {namespace:?} has no '.'"),
         ));
     }
-    if pairs.is_empty() || pairs.len() % 2 != 0 || pairs.iter().any(|segment| segment.is_empty()) {
+    if pairs.is_empty() || pairs.len() % 2 != 0 {
         return Err(error(
             WHAT,
             id,
@@ -176,6 +188,25 @@ pub fn parse_resource_id(id: &str) -> Result<ResourceId, ScopeError> {
         resource_type: format!("{namespace}/{}", types.join("/")),
         name: pairs[pairs.len() - 1].to_string(),
     })
+}
+
+/// True if `segment` stays one and the same segment in a request URL: not
+/// empty, not `.` or `..`, and free of `/`, `?`, `#`, `%`, `\`, whitespace
+/// and control characters (a URL client splits at, resolves, decodes or
+/// drops these).
+pub fn is_plain_segment(segment: &str) -> bool {
+    !segment.is_empty()
+        && segment != "."
+        && segment != ".."
+        && !segment.chars().any(|c| {
+            matches!(c, '/' | '?' | '#' | '%' | '\\') || c.is_whitespace() || c.is_control()
+        })
+}
+
+fn not_plain(segment: &str) -> String {
+    format!(
+        "segment {segment:?} is empty, a dot segment, or has '?', '#', '%', '\\', whitespace or a control character"
+    )
 }
 
 /// The deployment scope named by a `providerConfig` JSON text
