@@ -144,6 +144,19 @@ pub struct FailedRequest {
     pub time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
+/// Failed Radius attempts in a row for one subject (a spec hash for a
+/// template, the resource id for a resource), so a policy can back off.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastFailure {
+    pub subject: String,
+    pub count: u32,
+    pub code: String,
+    pub message: String,
+    /// When the last of them failed (RFC 3339).
+    pub time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+}
+
 /// Observed state of a `DeploymentTemplate`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -169,6 +182,13 @@ pub struct DeploymentTemplateStatus {
     /// The last Radius request that failed before an operation began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_request: Option<FailedRequest>,
+    /// Deployments of the current spec that failed in a row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<LastFailure>,
+    /// Ids of the deployment records started for this template and not yet
+    /// deleted, oldest first (at most 32 are remembered).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployments: Vec<String>,
     /// Lifecycle phase: Updating, Ready, ReadyPendingCleanup, Deleting, Failed, Held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phrase: Option<String>,
@@ -237,6 +257,9 @@ pub struct DeploymentResourceStatus {
     /// The last Radius DELETE that failed before an operation began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_request: Option<FailedRequest>,
+    /// DELETEs of this resource that failed in a row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<LastFailure>,
     /// Lifecycle phase: Ready, Deleting, Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phrase: Option<String>,

@@ -263,7 +263,7 @@ fn bad_files_give_one_clear_error_naming_the_file() {
     assert!(
         error
             .to_string()
-            .contains("does not export radapp:policy/metadata@0.1.0"),
+            .contains("does not export radapp:policy/metadata@0.2.0"),
         "{error}"
     );
 
@@ -327,4 +327,54 @@ fn every_decision_gets_a_fresh_instance_so_no_state_leaks() {
         let text = serde_json::to_string(&decision.plan).expect("serialises");
         assert!(text.contains("decisions in this instance: 1"), "{text}");
     }
+}
+
+#[test]
+fn a_guest_built_against_contract_0_1_still_loads_and_decides_like_before() {
+    // The default policy as built while the contract was 0.1 (see the
+    // fixture's README): a platform team's older policy keeps working.
+    let engine = engine();
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contract-0.1/default-policy.wasm");
+    let old = engine.load_file(&path).expect("a 0.1 guest loads");
+    assert_eq!(old.worlds().to_string(), "world radapp:policy/policy@0.1.0");
+    let current = embedded::load_default(&engine).expect("default policy");
+    assert_eq!(
+        current.worlds().to_string(),
+        "world radapp:policy/policy@0.2.0"
+    );
+
+    // A new template: both add the finalizer and deploy the same way.
+    let mut observation = template("app", &[]);
+    observation.spec = radwasm_policy_model::TemplateSpec {
+        template: r#"{"resources":{}}"#.to_string(),
+        parameters: String::new(),
+        provider_config: r#"{"radius":{"type":"Radius","value":{"scope":"/planes/radius/local/resourceGroups/default"}}}"#.to_string(),
+    };
+    let before = old.decide_template(&observation).expect("0.1 decides").plan;
+    let now = current
+        .decide_template(&observation)
+        .expect("0.2 decides")
+        .plan;
+    assert_eq!(before, now);
+    assert!(matches!(before.actions[0], TemplateAction::AddFinalizer));
+
+    // A refusal (new in 0.2) reaches the 0.1 guest as the failed operation
+    // it was always shown: it fails the template with Radius's words.
+    observation.meta.finalizers = vec!["radapp.io/deployment-template-finalizer".to_string()];
+    observation.operation = Some(radwasm_policy_model::OperationObservation {
+        kind: radwasm_policy_model::OperationKind::Deployment,
+        subject: observation.spec_hash.clone(),
+        result: radwasm_policy_model::OperationResult::Refused(radwasm_policy_model::RadiusError {
+            code: "InvalidTemplate".to_string(),
+            message: "no such type".to_string(),
+        }),
+    });
+    let plan = old.decide_template(&observation).expect("0.1 decides").plan;
+    let failed = plan.actions.iter().any(|action| {
+        matches!(action, TemplateAction::SetStatus(update)
+            if update.phase == Some(TemplatePhase::Failed)
+                && update.message.as_deref().is_some_and(|m| m.contains("InvalidTemplate: no such type")))
+    });
+    assert!(failed, "{plan:?}");
 }

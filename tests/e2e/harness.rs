@@ -216,7 +216,7 @@ impl System {
             .filter(|line| line.contains("metrics and probes"))
             .filter_map(|line| line.split("bound=").nth(1))
             .filter_map(|rest| rest.split_whitespace().next())
-            .last()
+            .next_back()
             .expect("the controller logged its metrics address")
             .to_string();
         reqwest::get(format!("http://{address}/metrics"))

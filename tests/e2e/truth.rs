@@ -421,3 +421,98 @@ async fn a_policy_that_retries_at_once_is_held_to_the_hosts_floor() {
     system.wait_gone("app").await;
     system.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_built_against_contract_0_1_still_runs_the_controller() {
+    // The default policy as built for contract 0.1: an older custom policy
+    // keeps working on a host that speaks 0.2.
+    let old = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/contract-0.1/default-policy.wasm"
+    );
+    let system = System::start(&["--policy", old]).await;
+    ready_app(&system).await;
+    let ready = system.templates().get("app").await.expect("template");
+    assert_eq!(
+        ready.status.and_then(|s| s.policy).map(|p| p.name),
+        Some("default".to_string())
+    );
+    system
+        .templates()
+        .delete("app", &DeleteParams::default())
+        .await
+        .expect("delete");
+    system.wait_gone("app").await;
+    assert!(system.radius().resource_ids().is_empty());
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_radius_failed_is_retried_with_backoff_and_its_records_go_with_the_template() {
+    let system = System::start(&[]).await;
+    system
+        .radius()
+        .faults()
+        .fail_next_deployments(2, "RecipeFailed", "a transient cloud error");
+    let mut object = template(
+        "app",
+        &fixture("deploymenttemplate-outputresources-1.json"),
+        "",
+    );
+    // First retry after 1 s, then 2 s.
+    object.metadata.annotations =
+        Some([("radapp.io/deployment-retry".to_string(), "1s".to_string())].into());
+    let phases = system.record_phases("app");
+    system.create(&object).await;
+    system.wait_phase("app", "Ready").await;
+    assert!(
+        phases.phases().iter().any(|p| p == "Failed"),
+        "it failed first: {:?}",
+        phases.phases()
+    );
+    let stats = system.radius().stats();
+    assert_eq!(
+        stats.deployment_puts, 3,
+        "two failures, then success: one deployment per backoff step ({stats:?})"
+    );
+    let ready = system.templates().get("app").await.expect("template");
+    let status = ready.status.expect("status");
+    assert!(status.last_failure.is_none(), "cleared by the success");
+    assert_eq!(status.deployments.len(), 1, "{:?}", status.deployments);
+    let record = status.deployments[0].clone();
+    assert!(system.radius().deployment(&record).is_some());
+
+    // Deleting the template removes its deployment record from Radius too.
+    system
+        .templates()
+        .delete("app", &DeleteParams::default())
+        .await
+        .expect("delete");
+    system.wait_gone("app").await;
+    assert!(
+        system.radius().deployment(&record).is_none(),
+        "the deployment record {record} was left behind"
+    );
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_that_depend_on_each_other_fail_naming_the_cycle() {
+    let system = System::start(&[]).await;
+    for (name, other) in [("left", "right"), ("right", "left")] {
+        let mut object = template(name, &fixture("deploymenttemplate-withresources.json"), "");
+        object.metadata.annotations =
+            Some([("radapp.io/depends-on".to_string(), other.to_string())].into());
+        system.create(&object).await;
+    }
+    for (name, cycle) in [
+        ("left", "left -> right -> left"),
+        ("right", "right -> left -> right"),
+    ] {
+        let failed = system.wait_phase(name, "Failed").await;
+        let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(message.contains(cycle), "{name}: {message}");
+    }
+    assert_eq!(system.radius().stats().deployment_puts, 0);
+    system.shutdown().await;
+}

@@ -17,7 +17,7 @@ pub mod timing;
 use radwasm_policy_model::{
     AnnotationDoc, Description, PolicyError, ResourceObservation, ResourcePlan,
     TemplateObservation, TemplatePlan,
-    annotations::{DEPENDS_ON, HOLD, RECONCILE_POLICY},
+    annotations::{DEPENDS_ON, DEPLOYMENT_RETRY, HOLD, RECONCILE_POLICY},
 };
 
 /// Version of the default policy (this crate's version).
@@ -41,6 +41,12 @@ pub fn describe() -> Description {
             AnnotationDoc {
                 name: HOLD.to_string(),
                 description: "\"true\" pauses the object: phase Held, nothing else is done until it is removed"
+                    .to_string(),
+            },
+            AnnotationDoc {
+                name: DEPLOYMENT_RETRY.to_string(),
+                description: "never | a first delay such as 30s (default) or 2m: a deployment Radius failed is \
+                              retried after that delay, doubling per failure up to 10m; never waits for a spec change"
                     .to_string(),
             },
             AnnotationDoc {

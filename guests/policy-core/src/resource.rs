@@ -73,6 +73,15 @@ fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
                 );
                 delete_failed(observation, plan, message);
             }
+            OperationResult::Refused(error) => {
+                let message = format!(
+                    "deleting {id} failed: Radius refused it: {}: {}; retrying in {}s",
+                    error.code,
+                    error.message,
+                    DELETE_RETRY_MS / 1000
+                );
+                delete_failed(observation, plan, message);
+            }
             OperationResult::Canceled => {
                 let message = format!(
                     "deleting {id} was canceled; retrying in {}s",

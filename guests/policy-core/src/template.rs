@@ -8,7 +8,7 @@ use radwasm_policy_model::{
     TemplatePlan,
 };
 
-use crate::annotations::{self, ReconcileMode};
+use crate::annotations::{self, DeploymentRetry, ReconcileMode};
 use crate::naming::{self, IdSet};
 use crate::plan::{DesiredTemplateStatus, TemplatePlanner, ready_condition};
 use crate::spec;
@@ -42,6 +42,13 @@ pub fn decide(observation: &TemplateObservation) -> Result<TemplatePlan, PolicyE
         delete(observation, mode, &mut plan);
         return Ok(plan.finish());
     }
+    let retry = match annotations::deployment_retry(&meta.annotations) {
+        Ok(retry) => retry,
+        Err(message) => {
+            fail(observation, &mut plan, "InvalidAnnotation", message);
+            return Ok(plan.finish());
+        }
+    };
 
     if !has_finalizer {
         plan.push(TemplateAction::AddFinalizer);
@@ -74,6 +81,7 @@ pub fn decide(observation: &TemplateObservation) -> Result<TemplatePlan, PolicyE
                 observation,
                 &operation.subject,
                 &operation.result,
+                retry,
                 &mut plan,
             );
         }
@@ -88,7 +96,7 @@ pub fn decide(observation: &TemplateObservation) -> Result<TemplatePlan, PolicyE
             );
             plan.requeue(0);
         }
-        None => settle_or_deploy(observation, mode, &valid.scope, &mut plan),
+        None => settle_or_deploy(observation, mode, retry, &valid.scope, &mut plan),
     }
     Ok(plan.finish())
 }
@@ -137,6 +145,7 @@ fn follow_deployment(
     observation: &TemplateObservation,
     deployed_hash: &str,
     result: &OperationResult,
+    retry: DeploymentRetry,
     plan: &mut TemplatePlanner,
 ) {
     let generation = observation.meta.generation;
@@ -225,12 +234,36 @@ fn follow_deployment(
                     clear_operation: true,
                 },
             );
+            // Keep the records of the last few deployments; older ones only
+            // pile up in Radius.
+            let surplus = observation
+                .deployments
+                .len()
+                .saturating_sub(KEEP_DEPLOYMENT_RECORDS);
+            for id in observation.deployments.iter().take(surplus) {
+                plan.push(TemplateAction::DeleteDeployment(id.clone()));
+            }
         }
         OperationResult::Failed(error) => {
             let message = format!("deployment failed: {}: {}", error.code, error.message);
             deployment_ended_badly(
                 observation,
                 deployed_hash,
+                retry,
+                plan,
+                "DeploymentFailed",
+                message,
+            );
+        }
+        OperationResult::Refused(error) => {
+            let message = format!(
+                "Radius refused the deployment: {}: {}",
+                error.code, error.message
+            );
+            deployment_ended_badly(
+                observation,
+                deployed_hash,
+                retry,
                 plan,
                 "DeploymentFailed",
                 message,
@@ -240,6 +273,7 @@ fn follow_deployment(
             deployment_ended_badly(
                 observation,
                 deployed_hash,
+                retry,
                 plan,
                 "DeploymentCanceled",
                 "deployment was canceled".to_string(),
@@ -265,9 +299,10 @@ fn follow_deployment(
 fn deployment_ended_badly(
     observation: &TemplateObservation,
     deployed_hash: &str,
+    retry: DeploymentRetry,
     plan: &mut TemplatePlanner,
     reason: &str,
-    message: String,
+    mut message: String,
 ) {
     if deployed_hash != observation.spec_hash {
         // It was an older spec that failed; the current one has not been
@@ -293,6 +328,15 @@ fn deployment_ended_badly(
         plan.requeue(0);
         return;
     }
+    let failures = failures_of(observation);
+    let next = retry.delay_ms(failures);
+    if let Some(delay) = next {
+        message.push_str(&format!(
+            "; retrying in {} (attempt {})",
+            human_ms(delay),
+            failures.saturating_add(1)
+        ));
+    }
     plan.status(
         &observation.status,
         DesiredTemplateStatus {
@@ -305,7 +349,34 @@ fn deployment_ended_badly(
         },
     );
     plan.event(EventType::Warning, reason, message);
+    if let Some(delay) = next {
+        plan.requeue(u32::try_from(delay).unwrap_or(u32::MAX));
+    }
 }
+
+/// Failed deployments of the observed spec in a row, counting the one this
+/// observation reports (the host keeps the count in status).
+fn failures_of(observation: &TemplateObservation) -> u32 {
+    observation
+        .last_failure
+        .as_ref()
+        .filter(|failure| failure.subject == observation.spec_hash)
+        .map_or(1, |failure| failure.count.max(1))
+}
+
+/// `30s`, `2m`, `1m30s`: a delay for people.
+fn human_ms(ms: u64) -> String {
+    let seconds = ms.div_ceil(1000);
+    match (seconds / 60, seconds % 60) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m{s}s"),
+    }
+}
+
+/// Deployment records kept while a template lives: the current one and the
+/// one before it.
+pub const KEEP_DEPLOYMENT_RECORDS: usize = 2;
 
 fn ready_for(phase: TemplatePhase, message: &str) -> radwasm_policy_model::Condition {
     match phase {
@@ -318,6 +389,7 @@ fn ready_for(phase: TemplatePhase, message: &str) -> radwasm_policy_model::Condi
 fn settle_or_deploy(
     observation: &TemplateObservation,
     mode: ReconcileMode,
+    retry: DeploymentRetry,
     scope: &str,
     plan: &mut TemplatePlanner,
 ) {
@@ -369,19 +441,36 @@ fn settle_or_deploy(
     }
 
     if status.phase == Some(TemplatePhase::Failed) && status.observed_generation == generation {
-        // Failed at this generation: wait for the spec to change.
-        return;
+        // Failed at this generation. A deployment of this very spec that
+        // Radius failed is retried with backoff (the host says how long ago
+        // it failed); anything else (an invalid spec, a refusal by this
+        // policy) waits for the spec to change: the same input gives the
+        // same answer.
+        let Some(failure) = observation
+            .last_failure
+            .as_ref()
+            .filter(|failure| failure.subject == observation.spec_hash)
+        else {
+            return;
+        };
+        let Some(delay) = retry.delay_ms(failure.count) else {
+            return;
+        };
+        if failure.age_ms < delay {
+            plan.requeue(u32::try_from(delay - failure.age_ms).unwrap_or(u32::MAX));
+            return;
+        }
     }
 
     let depends_on = annotations::depends_on(&observation.meta.annotations);
-    if depends_on.contains(&observation.meta.name) {
+    if !observation.dependency_cycle.is_empty() {
         fail(
             observation,
             plan,
             "DependencyCycle",
             format!(
-                "annotation radapp.io/depends-on names this template itself ({}); it would wait for ever",
-                observation.meta.name
+                "annotation radapp.io/depends-on makes a cycle ({}); it would wait for ever",
+                observation.dependency_cycle.join(" -> ")
             ),
         );
         return;
@@ -679,6 +768,12 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
 
     let remaining = &observation.owned_resources;
     if remaining.is_empty() {
+        if mode == ReconcileMode::Manage {
+            // The template's deployment records go with it.
+            for id in &observation.deployments {
+                plan.push(TemplateAction::DeleteDeployment(id.clone()));
+            }
+        }
         plan.push(TemplateAction::RemoveFinalizer);
         let message = match mode {
             ReconcileMode::Manage => "all resources deleted".to_string(),

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 pub mod cases;
 mod json_text;
 pub mod scope;
+pub mod wit;
 
 /// Finalizer the host puts on `DeploymentTemplate`s.
 pub const TEMPLATE_FINALIZER: &str = "radapp.io/deployment-template-finalizer";
@@ -36,6 +37,9 @@ pub mod annotations {
     /// Comma-separated names of `DeploymentTemplate`s in the same namespace
     /// that must be `Ready` before this one deploys.
     pub const DEPENDS_ON: &str = "radapp.io/depends-on";
+    /// `never`, or the first delay of the capped exponential backoff with
+    /// which a failed deployment is retried (for example `30s`, `2m`).
+    pub const DEPLOYMENT_RETRY: &str = "radapp.io/deployment-retry";
 
     /// The template names listed in `radapp.io/depends-on`, trimmed, without
     /// empties or duplicates, in the order written. The host watches these
@@ -151,6 +155,22 @@ model! {
         Canceled,
         NotFound,
         PollError(String),
+        /// No operation began: Radius refused the request, or could not be
+        /// reached after the host's own retries.
+        Refused(RadiusError),
+    }
+
+    /// Failed Radius attempts in a row for one subject, kept by the host.
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    pub struct FailureRecord {
+        /// Deployment: the spec hash deployed. Deletion: the Radius id.
+        pub subject: String,
+        /// Consecutive failed attempts (1 after the first).
+        pub count: u32,
+        /// Milliseconds since the last failure when the observation was made.
+        #[serde(default)]
+        pub age_ms: u64,
+        pub error: RadiusError,
     }
 
     /// The operation recorded in status and the outcome of polling it.
@@ -253,6 +273,14 @@ model! {
         pub owned_resources: Vec<OwnedResource>,
         pub operation: Option<OperationObservation>,
         pub dependencies: Vec<Dependency>,
+        /// Failed deployments in a row, if the last attempt failed.
+        pub last_failure: Option<FailureRecord>,
+        /// The `radapp.io/depends-on` cycle through this template, if any:
+        /// names in order, starting and ending with this template.
+        pub dependency_cycle: Vec<String>,
+        /// Ids of the deployment records the host started for this template
+        /// and has not deleted, oldest first.
+        pub deployments: Vec<String>,
     }
 
     /// A change to a template's status; absent fields are kept.
@@ -298,6 +326,8 @@ model! {
         StartDeployment(StartDeployment),
         CreateResource(CreateResource),
         DeleteResource(String),
+        /// Delete a deployment record (an id from `deployments`) in Radius.
+        DeleteDeployment(String),
         SetStatus(TemplateStatusUpdate),
         EmitEvent(Event),
         RequeueAfter(u32),
@@ -351,6 +381,8 @@ model! {
         pub status: ResourceStatus,
         pub owner: Option<OwnerTemplate>,
         pub operation: Option<OperationObservation>,
+        /// Failed DELETEs in a row, if the last attempt failed.
+        pub last_failure: Option<FailureRecord>,
     }
 
     /// A change to a resource's status; absent fields are kept.

@@ -4,7 +4,7 @@
 //! (`radwasm-policy-model`); every method defaults to the default policy
 //! (`radwasm-policy-core`), so a policy overrides only what it changes.
 //! [`export_policy!`] turns it into the component exports of world
-//! `radapp:policy/policy@0.1.0`:
+//! `radapp:policy/policy@0.2.0`:
 //!
 //! ```ignore
 //! use radwasm_policy_sdk::{Policy, model};
@@ -90,7 +90,7 @@ macro_rules! export_policy {
 
         impl $crate::bindings::exports::radapp::policy::metadata::Guest for __RadwasmPolicyExport {
             fn describe() -> $crate::bindings::exports::radapp::policy::metadata::Description {
-                $crate::convert::description(<$policy as $crate::Policy>::describe())
+                $crate::convert::description_to_wit(<$policy as $crate::Policy>::describe())
             }
         }
 
@@ -101,10 +101,10 @@ macro_rules! export_policy {
                 $crate::bindings::exports::radapp::policy::template_policy::TemplatePlan,
                 $crate::bindings::radapp::policy::types::PolicyError,
             > {
-                let observation = $crate::convert::template_observation(observation);
+                let observation = $crate::convert::template_observation_from_wit(observation);
                 <$policy as $crate::Policy>::decide_template(&observation)
-                    .map($crate::convert::template_plan)
-                    .map_err($crate::convert::policy_error)
+                    .map($crate::convert::template_plan_to_wit)
+                    .map_err($crate::convert::policy_error_to_wit)
             }
         }
 
@@ -115,10 +115,10 @@ macro_rules! export_policy {
                 $crate::bindings::exports::radapp::policy::resource_policy::ResourcePlan,
                 $crate::bindings::radapp::policy::types::PolicyError,
             > {
-                let observation = $crate::convert::resource_observation(observation);
+                let observation = $crate::convert::resource_observation_from_wit(observation);
                 <$policy as $crate::Policy>::decide_resource(&observation)
-                    .map($crate::convert::resource_plan)
-                    .map_err($crate::convert::policy_error)
+                    .map($crate::convert::resource_plan_to_wit)
+                    .map_err($crate::convert::policy_error_to_wit)
             }
         }
 

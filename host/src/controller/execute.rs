@@ -53,6 +53,11 @@ pub async fn template_plan(
         provider_config: object.spec.provider_config.as_ref(),
     };
     let mut patch = StatusPatch::default();
+    patch.track_failures(
+        observation.operation.as_ref(),
+        observation.last_failure.as_ref(),
+    );
+    let mut deployments = observation.deployments.clone();
     let mut executed = Executed::default();
     let mut finalizer_removed = false;
     for action in actions {
@@ -73,7 +78,7 @@ pub async fn template_plan(
                 }
             }
             TemplateAction::StartDeployment(start) => {
-                match start_deployment(ctx, object, observation, start).await? {
+                match start_deployment(ctx, object, observation, start, &mut deployments).await? {
                     Started::Recorded => {}
                     Started::Refused => executed.mutation_failed = true,
                     Started::CacheBehind => {
@@ -85,6 +90,14 @@ pub async fn template_plan(
             }
             TemplateAction::CreateResource(create) => create_resource(ctx, object, create).await?,
             TemplateAction::DeleteResource(name) => delete_resource(ctx, object, name).await?,
+            TemplateAction::DeleteDeployment(id) => {
+                if delete_deployment(ctx, id).await? {
+                    deployments.retain(|recorded| !recorded.eq_ignore_ascii_case(id));
+                    patch.deployments = Some(deployments.clone());
+                } else {
+                    executed.mutation_failed = true;
+                }
+            }
             TemplateAction::SetStatus(update) => patch.template_update(&current, update, &spec),
             TemplateAction::EmitEvent(event) => emit(ctx, object, event).await,
             TemplateAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
@@ -102,7 +115,7 @@ pub async fn resource_plan(
     ctx: &Context,
     object: &DeploymentResource,
     policy: &LoadedPolicy,
-    _observation: &ResourceObservation,
+    observation: &ResourceObservation,
     actions: &[ResourceAction],
 ) -> Result<Executed, Error> {
     let current = Current {
@@ -114,6 +127,10 @@ pub async fn resource_plan(
         generation: object.meta().generation,
     };
     let mut patch = StatusPatch::default();
+    patch.track_failures(
+        observation.operation.as_ref(),
+        observation.last_failure.as_ref(),
+    );
     let mut executed = Executed::default();
     let mut finalizer_removed = false;
     for action in actions {
@@ -285,6 +302,7 @@ async fn start_deployment(
     object: &DeploymentTemplate,
     observation: &TemplateObservation,
     start: &model::StartDeployment,
+    deployments: &mut Vec<String>,
 ) -> Result<Started, Error> {
     if cache_is_behind(ctx, object).await? {
         return Ok(Started::CacheBehind);
@@ -337,15 +355,41 @@ async fn start_deployment(
             }
         }
     };
-    let patch = StatusPatch::operation_started(
+    if !deployments
+        .iter()
+        .any(|recorded| recorded.eq_ignore_ascii_case(&token.resource_id))
+    {
+        deployments.push(token.resource_id.clone());
+        let surplus = deployments.len().saturating_sub(MAX_DEPLOYMENT_RECORDS);
+        deployments.drain(..surplus);
+    }
+    let mut patch = StatusPatch::operation_started(
         ResourceOperation {
             resume_token: token.encode(),
             operation_kind: "PUT".to_string(),
         },
         Some(token.resource_id),
     );
+    patch.deployments = Some(deployments.clone());
     write_status(ctx, object, &key(object), &patch).await?;
     Ok(Started::Recorded)
+}
+
+/// Most deployment records remembered in status; a policy deletes older
+/// ones (the default keeps two), and past this the oldest are forgotten.
+const MAX_DEPLOYMENT_RECORDS: usize = 32;
+
+/// Delete a deployment record in Radius. `Ok(false)`: Radius refused; the
+/// record stays listed and the policy may ask again.
+async fn delete_deployment(ctx: &Context, id: &str) -> Result<bool, Error> {
+    match ctx.radius.delete_deployment(id).await {
+        Ok(()) => Ok(true),
+        Err(error) if error.is_transient() => Err(error.into()),
+        Err(error) => {
+            tracing::warn!(deployment = %id, error = %error, "Radius refused to delete a deployment record");
+            Ok(false)
+        }
+    }
 }
 
 /// Whether the API server holds a newer operation or deployed hash than the

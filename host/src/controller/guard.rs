@@ -144,6 +144,19 @@ pub fn check_template_plan(
                     ));
                 }
             }
+            TemplateAction::DeleteDeployment(id) => {
+                if !observation
+                    .deployments
+                    .iter()
+                    .any(|recorded| recorded.eq_ignore_ascii_case(id))
+                {
+                    return Err(violation(
+                        index,
+                        action,
+                        "not a deployment record this template started",
+                    ));
+                }
+            }
             TemplateAction::SetStatus(update) => {
                 check_message(index, action, update.message.as_deref())?;
             }

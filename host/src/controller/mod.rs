@@ -54,6 +54,15 @@ pub struct Context {
     pub recorder: Recorder,
     /// Bounded per-object memory: error backoff, pacing, our last writes.
     pub memory: ObjectMemory,
+    /// The watch caches of both kinds, set when the controllers start.
+    caches: std::sync::OnceLock<Caches>,
+}
+
+/// The reflector stores the controllers' watches keep.
+#[derive(Clone)]
+pub struct Caches {
+    pub templates: reflector::Store<DeploymentTemplate>,
+    pub resources: reflector::Store<DeploymentResource>,
 }
 
 impl Context {
@@ -74,7 +83,13 @@ impl Context {
             policy,
             metrics,
             memory: ObjectMemory::default(),
+            caches: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The watch caches; an error (retried) before the controllers run.
+    pub fn caches(&self) -> Result<&Caches, Error> {
+        self.caches.get().ok_or(Error::NotStarted)
     }
 }
 
@@ -89,6 +104,8 @@ pub enum Error {
     },
     #[error("Radius: {0}")]
     Radius(#[from] crate::radius::RadiusError),
+    #[error("the controllers' watch caches are not running yet")]
+    NotStarted,
 }
 
 impl Error {
@@ -101,6 +118,7 @@ impl Error {
         match self {
             Error::Kube { .. } => "KubeError",
             Error::Radius(error) => error.reason(),
+            Error::NotStarted => "NotStarted",
         }
     }
 
@@ -112,7 +130,7 @@ impl Error {
                 source: kube::Error::Api(status),
                 ..
             } => status.code >= 500 || status.code == 409 || status.code == 429,
-            Error::Kube { .. } => true,
+            Error::Kube { .. } | Error::NotStarted => true,
             Error::Radius(error) => error.is_transient(),
         }
     }
@@ -122,6 +140,7 @@ impl Error {
         match self {
             Error::Kube { what, source } => format!("{what}: {}", describe_kube_error(source)),
             Error::Radius(error) => format!("Radius: {error}"),
+            Error::NotStarted => self.to_string(),
         }
     }
 }
@@ -223,6 +242,10 @@ pub async fn run(
         .applied_objects()
         .predicate_filter(user_changes(), Default::default());
 
+    let _ = ctx.caches.set(Caches {
+        templates: template_store.clone(),
+        resources: resource_store.clone(),
+    });
     {
         let (templates, resources) = (template_store.clone(), resource_store.clone());
         tokio::spawn(async move {

@@ -5,14 +5,15 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use kube::api::{Api, ListParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use radwasm_policy_model as model;
 use sha2::{Digest, Sha256};
 
 use super::{Context, Error, OWNER_UID_LABEL};
 use crate::crd::{
-    DeploymentResource, DeploymentTemplate, FailedRequest, ProviderConfig, ResourceOperation,
+    DeploymentResource, DeploymentTemplate, FailedRequest, LastFailure, ProviderConfig,
+    ResourceOperation,
 };
 use crate::radius::{self, PollOutcome, ResumeToken};
 
@@ -77,27 +78,28 @@ pub fn conditions(conditions: &[Condition]) -> Vec<model::Condition> {
         .collect()
 }
 
-/// Everything the template policy needs for one reconcile.
+/// Everything the template policy needs for one reconcile. What it owns and
+/// the templates it depends on are read from the watch caches; only the
+/// recorded operation is asked of Radius.
 pub async fn template(
     object: &DeploymentTemplate,
     ctx: &Context,
 ) -> Result<model::TemplateObservation, Error> {
+    let caches = ctx.caches()?;
     let spec = &spec_texts(object);
     let spec_hash = &spec_hash(spec);
     let namespace = object.namespace().unwrap_or_default();
     let uid = object.uid().unwrap_or_default();
-    let resources: Api<DeploymentResource> = Api::namespaced(ctx.client.clone(), &namespace);
-    let owned = resources
-        .list(&ListParams::default().labels(&format!("{OWNER_UID_LABEL}={uid}")))
-        .await
-        .map_err(Error::kube("list owned DeploymentResources"))?;
-    let owned_resources = owned
-        .items
+    let owned_resources = caches
+        .resources
+        .state()
         .iter()
         .filter(|r| {
-            r.owner_references()
-                .iter()
-                .any(|o| o.controller == Some(true) && o.uid == uid)
+            r.namespace().as_deref() == Some(namespace.as_str())
+                && r.labels().get(OWNER_UID_LABEL) == Some(&uid)
+                && r.owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.uid == uid)
         })
         .map(|r| model::OwnedResource {
             name: r.name_any(),
@@ -118,18 +120,16 @@ pub async fn template(
         status.failed_request.as_ref(),
     )
     .await;
+    let last_failure = failure_record(status.last_failure.as_ref(), operation.as_ref());
 
-    let annotations = object.annotations();
-    let mut dependencies = Vec::new();
-    let names = model::annotations::depends_on(annotations);
-    if !names.is_empty() {
-        let templates: Api<DeploymentTemplate> = Api::namespaced(ctx.client.clone(), &namespace);
-        for name in names {
-            let found = templates
-                .get_opt(&name)
-                .await
-                .map_err(Error::kube("get a depends-on template"))?;
-            dependencies.push(model::Dependency {
+    let names = model::annotations::depends_on(object.annotations());
+    let dependencies = names
+        .into_iter()
+        .map(|name| {
+            let found = caches
+                .templates
+                .get(&ObjectRef::new(&name).within(&namespace));
+            model::Dependency {
                 exists: found.is_some(),
                 phase: found
                     .as_ref()
@@ -137,9 +137,16 @@ pub async fn template(
                     .and_then(|s| s.phrase.as_deref())
                     .and_then(|p| p.parse().ok()),
                 name,
-            });
-        }
-    }
+            }
+        })
+        .collect();
+    let dependency_cycle = dependency_cycle(&object.name_any(), |name| {
+        caches
+            .templates
+            .get(&ObjectRef::new(name).within(&namespace))
+            .map(|t| model::annotations::depends_on(t.annotations()))
+            .unwrap_or_default()
+    });
 
     Ok(model::TemplateObservation {
         meta: meta(object.meta()),
@@ -160,30 +167,118 @@ pub async fn template(
         owned_resources,
         operation,
         dependencies,
+        last_failure,
+        dependency_cycle,
+        deployments: status.deployments.clone(),
     })
 }
 
-/// Everything the resource policy needs for one reconcile.
+/// The shortest `depends-on` path from `start` back to itself, as names
+/// starting and ending with `start`; empty if there is none. `depends_on`
+/// gives the names a template lists (none for a template that does not
+/// exist). Bounded by the number of templates reachable.
+pub fn dependency_cycle(start: &str, depends_on: impl Fn(&str) -> Vec<String>) -> Vec<String> {
+    use std::collections::{HashMap, VecDeque};
+    let mut came_from: HashMap<String, String> = HashMap::new();
+    let mut queue: VecDeque<String> = VecDeque::new();
+    for next in depends_on(start) {
+        if next == start {
+            return vec![start.to_string(), start.to_string()];
+        }
+        if !came_from.contains_key(&next) {
+            came_from.insert(next.clone(), start.to_string());
+            queue.push_back(next);
+        }
+    }
+    while let Some(name) = queue.pop_front() {
+        for next in depends_on(&name) {
+            if next == start {
+                // Walk back to the start: name, its parent, ..., the first hop.
+                let mut hops = vec![name.clone()];
+                let mut at = name.clone();
+                while let Some(previous) = came_from.get(&at).filter(|p| *p != start) {
+                    hops.push(previous.clone());
+                    at = previous.clone();
+                }
+                hops.reverse();
+                let mut path = vec![start.to_string()];
+                path.extend(hops);
+                path.push(start.to_string());
+                return path;
+            }
+            if !came_from.contains_key(&next) {
+                came_from.insert(next.clone(), name.clone());
+                queue.push_back(next);
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// The failure record the policy sees: the one in status, counted forward
+/// when this observation reports another failed attempt.
+fn failure_record(
+    recorded: Option<&LastFailure>,
+    operation: Option<&model::OperationObservation>,
+) -> Option<model::FailureRecord> {
+    let failed = operation.and_then(|op| match &op.result {
+        model::OperationResult::Failed(error) | model::OperationResult::Refused(error) => {
+            Some((op.subject.clone(), error.clone()))
+        }
+        model::OperationResult::Canceled => Some((
+            op.subject.clone(),
+            model::RadiusError {
+                code: "Canceled".to_string(),
+                message: "the operation was canceled".to_string(),
+            },
+        )),
+        _ => None,
+    });
+    match (failed, recorded) {
+        (Some((subject, error)), recorded) => {
+            let earlier = recorded
+                .filter(|r| r.subject == subject)
+                .map_or(0, |r| r.count);
+            Some(model::FailureRecord {
+                subject,
+                count: earlier.saturating_add(1),
+                age_ms: 0,
+                error,
+            })
+        }
+        (None, Some(recorded)) => {
+            let age = k8s_openapi::jiff::Timestamp::now().duration_since(recorded.time.0);
+            Some(model::FailureRecord {
+                subject: recorded.subject.clone(),
+                count: recorded.count,
+                age_ms: u64::try_from(age.as_millis()).unwrap_or(0),
+                error: model::RadiusError {
+                    code: recorded.code.clone(),
+                    message: recorded.message.clone(),
+                },
+            })
+        }
+        (None, None) => None,
+    }
+}
+
+/// Everything the resource policy needs for one reconcile; the owner
+/// template is read from the watch cache.
 pub async fn resource(
     object: &DeploymentResource,
     ctx: &Context,
 ) -> Result<model::ResourceObservation, Error> {
+    let caches = ctx.caches()?;
     let namespace = object.namespace().unwrap_or_default();
-    let owner_ref = object
+    let owner = object
         .owner_references()
         .iter()
         .find(|o| o.controller == Some(true) && o.kind == "DeploymentTemplate")
-        .cloned();
-    let owner = match owner_ref {
-        None => None,
-        Some(reference) => {
-            let templates: Api<DeploymentTemplate> =
-                Api::namespaced(ctx.client.clone(), &namespace);
-            let found = templates
-                .get_opt(&reference.name)
-                .await
-                .map_err(Error::kube("get the owner template"))?;
-            Some(model::OwnerTemplate {
+        .map(|reference| {
+            let found = caches
+                .templates
+                .get(&ObjectRef::new(&reference.name).within(&namespace));
+            model::OwnerTemplate {
                 name: reference.name.clone(),
                 reference_uid: reference.uid.clone(),
                 found_uid: found.as_ref().and_then(|t| t.uid()),
@@ -198,9 +293,8 @@ pub async fn resource(
                     .as_ref()
                     .map(|t| provider_config_text(t.spec.provider_config.as_ref()))
                     .unwrap_or_default(),
-            })
-        }
-    };
+            }
+        });
     let status = object.status.clone().unwrap_or_default();
     let operation = operation(
         ctx,
@@ -208,6 +302,7 @@ pub async fn resource(
         status.failed_request.as_ref(),
     )
     .await;
+    let last_failure = failure_record(status.last_failure.as_ref(), operation.as_ref());
     Ok(model::ResourceObservation {
         meta: meta(object.meta()),
         radius_id: object.spec.id.clone(),
@@ -218,6 +313,7 @@ pub async fn resource(
         },
         owner,
         operation,
+        last_failure,
     })
 }
 
@@ -244,7 +340,7 @@ async fn operation(
                 } else {
                     failed.subject.clone()
                 },
-                result: model::OperationResult::Failed(model::RadiusError {
+                result: model::OperationResult::Refused(model::RadiusError {
                     code: failed.code.clone(),
                     message: failed.message.clone(),
                 }),
@@ -311,6 +407,34 @@ mod tests {
             parameters: parameters.into(),
             provider_config: provider_config.into(),
         }
+    }
+
+    #[test]
+    fn dependency_cycles_are_found_and_named_in_order() {
+        let graph = |edges: &'static [(&'static str, &'static str)]| {
+            move |name: &str| -> Vec<String> {
+                edges
+                    .iter()
+                    .filter(|(from, _)| *from == name)
+                    .map(|(_, to)| to.to_string())
+                    .collect()
+            }
+        };
+        assert_eq!(dependency_cycle("a", graph(&[("a", "a")])), ["a", "a"]);
+        assert_eq!(
+            dependency_cycle("a", graph(&[("a", "b"), ("b", "a")])),
+            ["a", "b", "a"]
+        );
+        assert_eq!(
+            dependency_cycle(
+                "a",
+                graph(&[("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])
+            ),
+            ["a", "b", "c", "a"]
+        );
+        // A cycle elsewhere that does not come back to a is not a's cycle.
+        assert!(dependency_cycle("a", graph(&[("a", "b"), ("b", "c"), ("c", "b")])).is_empty());
+        assert!(dependency_cycle("a", graph(&[("a", "b"), ("b", "c")])).is_empty());
     }
 
     #[test]

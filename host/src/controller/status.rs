@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use radwasm_policy_model as model;
 use serde::Serialize;
 
-use crate::crd::{FailedRequest, PolicyRef, ProviderConfig, ResourceOperation};
+use crate::crd::{FailedRequest, LastFailure, PolicyRef, ProviderConfig, ResourceOperation};
 
 /// The fields of either kind's status a reconcile may write.
 #[derive(Debug, Default, Clone, PartialEq, Serialize)]
@@ -40,6 +40,10 @@ pub struct StatusPatch {
     pub operation: Option<Option<ResourceOperation>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_request: Option<Option<FailedRequest>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<Option<LastFailure>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deployments: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyRef>,
 }
@@ -177,6 +181,41 @@ impl StatusPatch {
         StatusPatch {
             failed_request: Some(Some(failed)),
             ..Default::default()
+        }
+    }
+
+    /// Keep the failure record in step with what the observation reported:
+    /// a failed attempt (already counted into `reported` by the observation)
+    /// is recorded; a success of the failing subject clears the record.
+    pub fn track_failures(
+        &mut self,
+        operation: Option<&model::OperationObservation>,
+        reported: Option<&model::FailureRecord>,
+    ) {
+        let Some(operation) = operation else {
+            return;
+        };
+        match (&operation.result, reported) {
+            (
+                model::OperationResult::Failed(_)
+                | model::OperationResult::Canceled
+                | model::OperationResult::Refused(_),
+                Some(failure),
+            ) => {
+                self.last_failure = Some(Some(LastFailure {
+                    subject: failure.subject.clone(),
+                    count: failure.count,
+                    code: failure.error.code.clone(),
+                    message: failure.error.message.clone(),
+                    time: now(),
+                }));
+            }
+            (model::OperationResult::Succeeded { .. }, Some(failure))
+                if failure.subject == operation.subject =>
+            {
+                self.last_failure = Some(None);
+            }
+            _ => {}
         }
     }
 

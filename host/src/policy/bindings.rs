@@ -1,7 +1,18 @@
-//! Typed host bindings generated from `wit/policy.wit` (world `policy`, which
-//! covers both object kinds). Host code never touches raw component values.
+//! Typed host bindings generated from the contract (world `policy`, which
+//! covers both object kinds), one module per contract version the host
+//! loads: `v0_2` from `wit/policy.wit`, `v0_1` from `wit/v0.1/policy.wit`.
+//! Host code never touches raw component values.
 
-wasmtime::component::bindgen!({
-    world: "policy",
-    path: "../wit",
-});
+pub mod v0_2 {
+    wasmtime::component::bindgen!({
+        world: "policy",
+        path: "../wit",
+    });
+}
+
+pub mod v0_1 {
+    wasmtime::component::bindgen!({
+        world: "policy",
+        path: "../wit/v0.1",
+    });
+}

@@ -16,11 +16,10 @@ use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
 };
 
-use super::bindings::Policy;
-use super::bindings::exports::radapp::policy::{metadata, resource_policy, template_policy};
+use super::bindings::{v0_1, v0_2};
 use super::convert;
 use super::sandbox::{GuestLog, SandboxState};
-use super::validate::{self, LoadError, Worlds};
+use super::validate::{self, Contract, LoadError, Worlds};
 
 /// SHA-256 of component bytes, hex: the identity of a policy build.
 pub fn digest(bytes: &[u8]) -> String {
@@ -169,8 +168,16 @@ impl PolicyEngine {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|error| anyhow::anyhow!("linking WASI: {error}"))?;
-        Policy::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |state| state)
-            .map_err(|error| anyhow::anyhow!("linking the policy log import: {error}"))?;
+        // The `log` import of every contract version loaded (their names
+        // differ by version, so both live in one linker).
+        v0_2::Policy::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |state| {
+            state
+        })
+        .map_err(|error| anyhow::anyhow!("linking the policy log import: {error}"))?;
+        v0_1::Policy::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |state| {
+            state
+        })
+        .map_err(|error| anyhow::anyhow!("linking the 0.1 policy log import: {error}"))?;
 
         Ok(Self {
             inner: Arc::new(EngineInner {
@@ -215,17 +222,7 @@ impl PolicyEngine {
             source_name: source_name.to_string(),
             detail: format!("{error:#}"),
         };
-        let metadata = metadata::GuestIndices::new(&instance_pre).map_err(incompatible)?;
-        let template = if worlds.template {
-            Some(template_policy::GuestIndices::new(&instance_pre).map_err(incompatible)?)
-        } else {
-            None
-        };
-        let resource = if worlds.resource {
-            Some(resource_policy::GuestIndices::new(&instance_pre).map_err(incompatible)?)
-        } else {
-            None
-        };
+        let exports = Exports::new(&instance_pre, worlds).map_err(incompatible)?;
 
         let mut policy = LoadedPolicy {
             inner: Arc::new(LoadedInner {
@@ -240,9 +237,7 @@ impl PolicyEngine {
                     annotations: Vec::new(),
                 },
                 instance_pre,
-                metadata,
-                template,
-                resource,
+                exports,
             }),
         };
         // Validate at load time, not on first use: `describe` must answer
@@ -307,9 +302,64 @@ struct LoadedInner {
     worlds: Worlds,
     description: model::Description,
     instance_pre: InstancePre<SandboxState>,
-    metadata: metadata::GuestIndices,
-    template: Option<template_policy::GuestIndices>,
-    resource: Option<resource_policy::GuestIndices>,
+    exports: Exports,
+}
+
+/// Where a guest's exports are, for the contract version it was built
+/// against. Each version's observations and plans go through its own
+/// conversions (`convert.rs`); everything else is shared.
+enum Exports {
+    V0_2(
+        Indices<
+            v0_2_exports::metadata::GuestIndices,
+            v0_2_exports::template_policy::GuestIndices,
+            v0_2_exports::resource_policy::GuestIndices,
+        >,
+    ),
+    V0_1(
+        Indices<
+            v0_1_exports::metadata::GuestIndices,
+            v0_1_exports::template_policy::GuestIndices,
+            v0_1_exports::resource_policy::GuestIndices,
+        >,
+    ),
+}
+
+use v0_1::exports::radapp::policy as v0_1_exports;
+use v0_2::exports::radapp::policy as v0_2_exports;
+
+struct Indices<M, T, R> {
+    metadata: M,
+    template: Option<T>,
+    resource: Option<R>,
+}
+
+/// Look up one contract version's exports.
+macro_rules! indices {
+    ($exports:ident, $pre:expr, $worlds:expr) => {
+        Indices {
+            metadata: $exports::metadata::GuestIndices::new($pre)?,
+            template: if $worlds.template {
+                Some($exports::template_policy::GuestIndices::new($pre)?)
+            } else {
+                None
+            },
+            resource: if $worlds.resource {
+                Some($exports::resource_policy::GuestIndices::new($pre)?)
+            } else {
+                None
+            },
+        }
+    };
+}
+
+impl Exports {
+    fn new(pre: &InstancePre<SandboxState>, worlds: Worlds) -> wasmtime::Result<Self> {
+        Ok(match worlds.contract {
+            Contract::V0_2 => Exports::V0_2(indices!(v0_2_exports, pre, worlds)),
+            Contract::V0_1 => Exports::V0_1(indices!(v0_1_exports, pre, worlds)),
+        })
+    }
 }
 
 impl LoadedPolicy {
@@ -344,11 +394,19 @@ impl LoadedPolicy {
     }
 
     fn call_describe(&self) -> Result<model::Description, DecisionError> {
-        let (result, _) = self.run(|store, instance| {
-            let guest = self.inner.metadata.load(&mut *store, instance)?;
-            guest.call_describe(&mut *store)
-        })?;
-        Ok(convert::description(result))
+        macro_rules! describe {
+            ($indices:expr, $convert:ident) => {{
+                let (result, _) = self.run(|store, instance| {
+                    let guest = $indices.metadata.load(&mut *store, instance)?;
+                    guest.call_describe(&mut *store)
+                })?;
+                Ok(convert::$convert::description_from_wit(result))
+            }};
+        }
+        match &self.inner.exports {
+            Exports::V0_2(indices) => describe!(indices, v0_2),
+            Exports::V0_1(indices) => describe!(indices, v0_1),
+        }
     }
 
     /// Decide for one `DeploymentTemplate`.
@@ -356,17 +414,29 @@ impl LoadedPolicy {
         &self,
         observation: &model::TemplateObservation,
     ) -> Result<Decision<model::TemplatePlan>, DecisionError> {
-        let indices = self
-            .inner
-            .template
-            .as_ref()
-            .ok_or_else(|| self.unsupported("DeploymentTemplate"))?;
-        let input = convert::template_observation(observation);
-        let (result, state) = self.run(|store, instance| {
-            let guest = indices.load(&mut *store, instance)?;
-            guest.call_decide(&mut *store, &input)
-        })?;
-        self.finish(result.map(convert::template_plan), state)
+        macro_rules! decide {
+            ($indices:expr, $convert:ident) => {{
+                let indices = $indices
+                    .template
+                    .as_ref()
+                    .ok_or_else(|| self.unsupported("DeploymentTemplate"))?;
+                let input = convert::$convert::template_observation_to_wit(observation.clone());
+                let (result, state) = self.run(|store, instance| {
+                    let guest = indices.load(&mut *store, instance)?;
+                    guest.call_decide(&mut *store, &input)
+                })?;
+                self.finish(
+                    result
+                        .map(convert::$convert::template_plan_from_wit)
+                        .map_err(convert::$convert::policy_error_from_wit),
+                    state,
+                )
+            }};
+        }
+        match &self.inner.exports {
+            Exports::V0_2(indices) => decide!(indices, v0_2),
+            Exports::V0_1(indices) => decide!(indices, v0_1),
+        }
     }
 
     /// Decide for one `DeploymentResource`.
@@ -374,17 +444,29 @@ impl LoadedPolicy {
         &self,
         observation: &model::ResourceObservation,
     ) -> Result<Decision<model::ResourcePlan>, DecisionError> {
-        let indices = self
-            .inner
-            .resource
-            .as_ref()
-            .ok_or_else(|| self.unsupported("DeploymentResource"))?;
-        let input = convert::resource_observation(observation);
-        let (result, state) = self.run(|store, instance| {
-            let guest = indices.load(&mut *store, instance)?;
-            guest.call_decide(&mut *store, &input)
-        })?;
-        self.finish(result.map(convert::resource_plan), state)
+        macro_rules! decide {
+            ($indices:expr, $convert:ident) => {{
+                let indices = $indices
+                    .resource
+                    .as_ref()
+                    .ok_or_else(|| self.unsupported("DeploymentResource"))?;
+                let input = convert::$convert::resource_observation_to_wit(observation.clone());
+                let (result, state) = self.run(|store, instance| {
+                    let guest = indices.load(&mut *store, instance)?;
+                    guest.call_decide(&mut *store, &input)
+                })?;
+                self.finish(
+                    result
+                        .map(convert::$convert::resource_plan_from_wit)
+                        .map_err(convert::$convert::policy_error_from_wit),
+                    state,
+                )
+            }};
+        }
+        match &self.inner.exports {
+            Exports::V0_2(indices) => decide!(indices, v0_2),
+            Exports::V0_1(indices) => decide!(indices, v0_1),
+        }
     }
 
     /// Decide for an observation of either kind.
@@ -475,7 +557,7 @@ impl LoadedPolicy {
 
     fn finish<P>(
         &self,
-        result: Result<P, super::bindings::radapp::policy::types::PolicyError>,
+        result: Result<P, model::PolicyError>,
         state: FinishedStore,
     ) -> Result<Decision<P>, DecisionError> {
         match result {
@@ -487,7 +569,7 @@ impl LoadedPolicy {
             }),
             Err(error) => Err(DecisionError::Policy {
                 policy: self.display_name(),
-                error: convert::policy_error(error),
+                error,
             }),
         }
     }

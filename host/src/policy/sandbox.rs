@@ -8,7 +8,7 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::radapp::policy::log;
+use super::bindings::{v0_1, v0_2};
 
 /// Most log messages kept from one decision; later ones are counted, not kept.
 pub const MAX_LOG_MESSAGES: usize = 64;
@@ -142,8 +142,9 @@ impl ResourceLimiter for SandboxState {
 /// Table size cap; Rust guests use a handful of entries.
 const MAX_TABLE_ELEMENTS: usize = 100_000;
 
-impl log::Host for SandboxState {
-    fn log(&mut self, level: log::Level, mut message: String) {
+impl SandboxState {
+    /// Keep one guest log message, within the per-decision caps.
+    fn record_log(&mut self, level: LogLevel, mut message: String) {
         if self.logs.len() >= MAX_LOG_MESSAGES {
             self.dropped_logs += 1;
             return;
@@ -156,15 +157,29 @@ impl log::Host for SandboxState {
             message.truncate(cut);
             message.push('…');
         }
-        let level = match level {
-            log::Level::Trace => LogLevel::Trace,
-            log::Level::Debug => LogLevel::Debug,
-            log::Level::Info => LogLevel::Info,
-            log::Level::Warn => LogLevel::Warn,
-            log::Level::Error => LogLevel::Error,
-        };
         self.logs.push(GuestLog { level, message });
     }
 }
 
-impl super::bindings::radapp::policy::types::Host for SandboxState {}
+/// The `log` import, for each contract version the host loads.
+macro_rules! log_import {
+    ($($version:ident),*) => {$(
+        impl $version::radapp::policy::log::Host for SandboxState {
+            fn log(&mut self, level: $version::radapp::policy::log::Level, message: String) {
+                use $version::radapp::policy::log::Level;
+                let level = match level {
+                    Level::Trace => LogLevel::Trace,
+                    Level::Debug => LogLevel::Debug,
+                    Level::Info => LogLevel::Info,
+                    Level::Warn => LogLevel::Warn,
+                    Level::Error => LogLevel::Error,
+                };
+                self.record_log(level, message);
+            }
+        }
+
+        impl $version::radapp::policy::types::Host for SandboxState {}
+    )*};
+}
+
+log_import!(v0_1, v0_2);

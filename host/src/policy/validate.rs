@@ -7,9 +7,39 @@ use std::fmt;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-/// The contract package and version this host implements.
+/// The contract package.
 pub const PACKAGE: &str = "radapp:policy";
-pub const VERSION: &str = "0.1.0";
+/// The contract version guests are built against today (`wit/policy.wit`).
+pub const VERSION: &str = "0.2.0";
+
+/// A contract version this host loads guests of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contract {
+    /// `wit/policy.wit`.
+    V0_2,
+    /// `wit/v0.1/policy.wit`: older guests keep working.
+    V0_1,
+}
+
+impl Contract {
+    /// Every version loaded, newest first.
+    pub const ALL: [Contract; 2] = [Contract::V0_2, Contract::V0_1];
+
+    pub fn version(self) -> &'static str {
+        match self {
+            Contract::V0_2 => "0.2.0",
+            Contract::V0_1 => "0.1.0",
+        }
+    }
+}
+
+fn supported() -> String {
+    Contract::ALL
+        .iter()
+        .map(|c| format!("{PACKAGE}@{}", c.version()))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
 
 const METADATA: &str = "metadata";
 const TEMPLATE_POLICY: &str = "template-policy";
@@ -45,7 +75,7 @@ pub enum LoadError {
     },
     #[error("{source_name}: cannot be linked against the host: {detail}")]
     Link { source_name: String, detail: String },
-    #[error("{source_name}: its exports do not match {PACKAGE}@{VERSION}: {detail}")]
+    #[error("{source_name}: its exports do not match the contract it names: {detail}")]
     Incompatible { source_name: String, detail: String },
     #[error("{source_name}: describe() failed at load time: {detail}")]
     Describe { source_name: String, detail: String },
@@ -56,15 +86,18 @@ pub enum LoadError {
 pub struct Worlds {
     pub template: bool,
     pub resource: bool,
+    /// The contract version the guest was built against.
+    pub contract: Contract,
 }
 
 impl fmt::Display for Worlds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let version = self.contract.version();
         match (self.template, self.resource) {
-            (true, true) => write!(f, "world {PACKAGE}/policy@{VERSION}"),
-            (true, false) => write!(f, "world {PACKAGE}/template-policy-guest@{VERSION}"),
-            (false, true) => write!(f, "world {PACKAGE}/resource-policy-guest@{VERSION}"),
-            (false, false) => write!(f, "no world of {PACKAGE}@{VERSION}"),
+            (true, true) => write!(f, "world {PACKAGE}/policy@{version}"),
+            (true, false) => write!(f, "world {PACKAGE}/template-policy-guest@{version}"),
+            (false, true) => write!(f, "world {PACKAGE}/resource-policy-guest@{version}"),
+            (false, false) => write!(f, "no world of {PACKAGE}@{version}"),
         }
     }
 }
@@ -101,29 +134,50 @@ pub fn check_component(
         .collect();
     let worlds = check_exports(source_name, &exports)?;
     for (name, _) in ty.imports(engine) {
-        check_import(source_name, name)?;
+        check_import(source_name, worlds.contract, name)?;
     }
     Ok(worlds)
 }
 
 /// Which worlds the export names implement, or what is missing.
 fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadError> {
+    // The version is the one its `metadata` export names; every other export
+    // of the package must name the same one.
+    let contract = Contract::ALL
+        .into_iter()
+        .find(|contract| {
+            exports
+                .iter()
+                .any(|name| name == &qualified(METADATA, contract.version()))
+        })
+        .unwrap_or(Contract::V0_2);
+    let version = contract.version();
+    let qualified = |interface: &str| qualified(interface, version);
     let has = |interface: &str| exports.iter().any(|name| name == &qualified(interface));
     let worlds = Worlds {
         template: has(TEMPLATE_POLICY),
         resource: has(RESOURCE_POLICY),
+        contract,
     };
 
     let mismatched: Vec<&String> = exports
         .iter()
         .filter(|name| {
-            name.starts_with(&format!("{PACKAGE}/")) && !name.ends_with(&format!("@{VERSION}"))
+            name.starts_with(&format!("{PACKAGE}/")) && !name.ends_with(&format!("@{version}"))
         })
         .collect();
     let wrong_world = |detail: String| LoadError::WrongWorld {
         source_name: source_name.to_string(),
         detail,
     };
+    if !mismatched.is_empty() && has(METADATA) {
+        let found: Vec<&str> = mismatched.iter().map(|name| name.as_str()).collect();
+        return Err(wrong_world(format!(
+            "mixes contract versions: it exports {} beside {}",
+            found.join(", "),
+            qualified(METADATA)
+        )));
+    }
     if !has(METADATA) || !(worlds.template || worlds.resource) {
         let mut missing = Vec::new();
         if !has(METADATA) {
@@ -140,8 +194,9 @@ fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadEr
         if !mismatched.is_empty() {
             let found: Vec<&str> = mismatched.iter().map(|name| name.as_str()).collect();
             detail.push_str(&format!(
-                "; it exports {} — built against another version of the contract; this host implements {PACKAGE}@{VERSION}",
-                found.join(", ")
+                "; it exports {} — built against another version of the contract; this host implements {}",
+                found.join(", "),
+                supported()
             ));
         } else if exports.is_empty() {
             detail.push_str("; it exports nothing");
@@ -153,11 +208,11 @@ fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadEr
     Ok(worlds)
 }
 
-fn qualified(interface: &str) -> String {
-    format!("{PACKAGE}/{interface}@{VERSION}")
+fn qualified(interface: &str, version: &str) -> String {
+    format!("{PACKAGE}/{interface}@{version}")
 }
 
-fn check_import(source_name: &str, import: &str) -> Result<(), LoadError> {
+fn check_import(source_name: &str, contract: Contract, import: &str) -> Result<(), LoadError> {
     let forbidden = |why: &'static str| LoadError::ForbiddenImport {
         source_name: source_name.to_string(),
         import: import.to_string(),
@@ -165,8 +220,10 @@ fn check_import(source_name: &str, import: &str) -> Result<(), LoadError> {
     };
     if let Some(rest) = import.strip_prefix(&format!("{PACKAGE}/")) {
         let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
-        if version != VERSION {
-            return Err(forbidden("this host implements radapp:policy@0.1.0 only"));
+        if version != contract.version() {
+            return Err(forbidden(
+                "a guest imports the same contract version it exports",
+            ));
         }
         if IMPORTABLE.contains(&interface) {
             return Ok(());
@@ -224,55 +281,66 @@ mod tests {
             worlds,
             Worlds {
                 template: true,
-                resource: true
+                resource: true,
+                contract: Contract::V0_1,
             }
         );
         let template_only = names(&[
-            "radapp:policy/metadata@0.1.0",
-            "radapp:policy/template-policy@0.1.0",
+            "radapp:policy/metadata@0.2.0",
+            "radapp:policy/template-policy@0.2.0",
         ]);
         let worlds =
             check_exports("p.wasm", &template_only).expect("implements the template world");
         assert_eq!(
             worlds.to_string(),
-            "world radapp:policy/template-policy-guest@0.1.0"
+            "world radapp:policy/template-policy-guest@0.2.0"
         );
+        assert_eq!(worlds.contract, Contract::V0_2);
     }
 
     #[test]
     fn a_guest_built_against_another_contract_version_is_told_so() {
         let newer = names(&[
-            "radapp:policy/metadata@0.2.0",
-            "radapp:policy/template-policy@0.2.0",
+            "radapp:policy/metadata@0.3.0",
+            "radapp:policy/template-policy@0.3.0",
         ]);
-        let error = check_exports("new.wasm", &newer).expect_err("0.2.0 is not 0.1.0");
+        let error = check_exports("new.wasm", &newer).expect_err("0.3.0 is not loaded");
         let message = error.to_string();
         assert!(message.contains("new.wasm"), "{message}");
         assert!(
-            message.contains("radapp:policy/template-policy@0.2.0"),
+            message.contains("radapp:policy/template-policy@0.3.0"),
             "{message}"
         );
         assert!(
-            message.contains("this host implements radapp:policy@0.1.0"),
+            message.contains("this host implements radapp:policy@0.2.0 and radapp:policy@0.1.0"),
             "{message}"
+        );
+        let mixed = names(&[
+            "radapp:policy/metadata@0.2.0",
+            "radapp:policy/template-policy@0.1.0",
+        ]);
+        let error = check_exports("mixed.wasm", &mixed).expect_err("one version per guest");
+        assert!(
+            error.to_string().contains("mixes contract versions"),
+            "{error}"
         );
     }
 
     #[test]
     fn a_guest_without_describe_is_told_what_is_missing() {
-        let error = check_exports("p.wasm", &names(&["radapp:policy/template-policy@0.1.0"]))
+        let error = check_exports("p.wasm", &names(&["radapp:policy/template-policy@0.2.0"]))
             .expect_err("metadata is required");
         assert!(
             error
                 .to_string()
-                .contains("does not export radapp:policy/metadata@0.1.0"),
+                .contains("does not export radapp:policy/metadata@0.2.0"),
             "{error}"
         );
     }
 
     #[test]
     fn imports_outside_the_sandbox_are_named() {
-        let error = check_import("p.wasm", "wasi:http/outgoing-handler@0.2.0")
+        let error = check_import("p.wasm", Contract::V0_2, "wasi:http/outgoing-handler@0.2.0")
             .expect_err("http is forbidden");
         assert!(
             error
@@ -280,8 +348,9 @@ mod tests {
                 .contains("wasi:http/outgoing-handler@0.2.0"),
             "{error}"
         );
-        assert!(check_import("p.wasm", "radapp:policy/log@0.1.0").is_ok());
-        assert!(check_import("p.wasm", "radapp:policy/log@0.2.0").is_err());
-        assert!(check_import("p.wasm", "acme:secrets/vault").is_err());
+        assert!(check_import("p.wasm", Contract::V0_1, "radapp:policy/log@0.1.0").is_ok());
+        assert!(check_import("p.wasm", Contract::V0_2, "radapp:policy/log@0.2.0").is_ok());
+        assert!(check_import("p.wasm", Contract::V0_2, "radapp:policy/log@0.1.0").is_err());
+        assert!(check_import("p.wasm", Contract::V0_2, "acme:secrets/vault").is_err());
     }
 }

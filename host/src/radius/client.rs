@@ -262,6 +262,31 @@ impl RadiusClient {
         }
     }
 
+    /// DELETE a deployment record (not what it deployed). Gone already is
+    /// done; a 409 means it is still running.
+    pub async fn delete_deployment(&self, deployment_id: &str) -> Result<(), RadiusError> {
+        parse_resource_id(deployment_id)
+            .map_err(|e| RadiusError::invalid("deployment id", e.to_string()))?;
+        if !deployment_id
+            .to_ascii_lowercase()
+            .contains("/providers/microsoft.resources/deployments/")
+        {
+            return Err(RadiusError::invalid(
+                "deployment id",
+                format!("{deployment_id} is not a Microsoft.Resources/deployments id"),
+            ));
+        }
+        let path = format!("{deployment_id}?api-version={DEPLOYMENT_API_VERSION}");
+        let what = format!("DELETE deployment {deployment_id}");
+        let answer = self
+            .send(reqwest::Method::DELETE, &path, None, &what)
+            .await?;
+        match answer.status {
+            200..=204 | 404 => Ok(()),
+            status => Err(error::from_status(status, &what, &answer.body)),
+        }
+    }
+
     /// GET a resource; `None` if Radius does not have it.
     pub async fn get_resource(&self, resource_id: &str) -> Result<Option<Value>, RadiusError> {
         parse_resource_id(resource_id)
