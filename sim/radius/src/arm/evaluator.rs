@@ -105,7 +105,16 @@ pub(super) struct Evaluator<'a> {
     /// Instances whose body is being evaluated, innermost last.
     evaluating: Vec<usize>,
     existing: Option<ExistingLookup<'a>>,
+    /// Active [`Evaluator::eval_value`] and [`Evaluator::eval_expr`] calls,
+    /// at most [`MAX_NESTING`].
+    nesting: usize,
 }
+
+/// Deepest recursion of one evaluation, counted in nested values and
+/// expressions, which every chain of variables, parameters, functions and
+/// references passes through. Fits the stack [`super::evaluate`] runs on
+/// with room to spare, even in a debug build.
+pub(super) const MAX_NESTING: usize = 4096;
 
 fn object<'v>(value: &'v Value, what: &str) -> Result<&'v Map<String, Value>, ArmError> {
     value
@@ -142,6 +151,7 @@ impl<'a> Evaluator<'a> {
             copy_frames: Vec::new(),
             evaluating: Vec::new(),
             existing: request.existing,
+            nesting: 0,
         };
         evaluator.declare_parameters(request.parameters)?;
         evaluator.declare_variables()?;
@@ -1055,6 +1065,22 @@ impl<'a> Evaluator<'a> {
     /// Evaluate every expression inside a JSON value. `at` names the place
     /// for error messages.
     fn eval_value(&mut self, value: &Value, at: &str) -> Result<Value, ArmError> {
+        // Every recursion of the evaluator (JSON nesting, and each variable,
+        // parameter, resource or function an expression leads to) passes
+        // here; a bound turns a hostile chain into an error, not a stack
+        // overflow that aborts the process.
+        if self.nesting >= MAX_NESTING {
+            return Err(ArmError::invalid_template(format!(
+                "The template nests values, expressions, variables, parameters, functions or references more than {MAX_NESTING} levels deep (at {at})"
+            )));
+        }
+        self.nesting += 1;
+        let result = self.eval_value_at(value, at);
+        self.nesting -= 1;
+        result
+    }
+
+    fn eval_value_at(&mut self, value: &Value, at: &str) -> Result<Value, ArmError> {
         match value {
             Value::String(text) => self.eval_string(text).map_err(|e| e.at(at)),
             Value::Array(items) => items
@@ -1136,6 +1162,18 @@ impl<'a> Evaluator<'a> {
     }
 
     fn eval_expr(&mut self, expr: &Expr) -> Result<Value, ArmError> {
+        if self.nesting >= MAX_NESTING {
+            return Err(ArmError::invalid_template(format!(
+                "The template nests values, expressions, variables, parameters, functions or references more than {MAX_NESTING} levels deep"
+            )));
+        }
+        self.nesting += 1;
+        let result = self.eval_expr_nested(expr);
+        self.nesting -= 1;
+        result
+    }
+
+    fn eval_expr_nested(&mut self, expr: &Expr) -> Result<Value, ArmError> {
         match expr {
             Expr::String(text) => Ok(Value::String(text.clone())),
             Expr::Int(value) => Ok(Value::from(*value)),

@@ -65,10 +65,20 @@ pub fn parse_template_string(text: &str) -> Result<TemplateString, ArmError> {
     }
 }
 
+/// Deepest an expression tree may be: calls inside calls, and each `.name`
+/// or `[index]`. Bicep emits a few levels; the parser, the evaluator and
+/// dropping the tree all recurse once per level, so a bound keeps a hostile
+/// template from overflowing the stack (which aborts the whole process).
+pub const MAX_DEPTH: usize = 64;
+
 /// Parse the text between the outer brackets of an expression.
 pub fn parse_expression(text: &str) -> Result<Expr, ArmError> {
     let tokens = tokenize(text)?;
-    let mut parser = Parser { tokens, at: 0 };
+    let mut parser = Parser {
+        tokens,
+        at: 0,
+        depth: 0,
+    };
     let expr = parser.expression()?;
     match parser.peek() {
         None => Ok(expr),
@@ -224,6 +234,8 @@ fn tokenize(text: &str) -> Result<Vec<Token>, ArmError> {
 struct Parser {
     tokens: Vec<Token>,
     at: usize,
+    /// Depth of the node being parsed, see [`MAX_DEPTH`].
+    depth: usize,
 }
 
 impl Parser {
@@ -259,11 +271,32 @@ impl Parser {
         }
     }
 
+    /// One level deeper; an error past [`MAX_DEPTH`].
+    fn nest(&mut self) -> Result<(), ArmError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            let offset = self.peek().map_or(0, |token| token.offset);
+            return Err(ArmError::invalid_template(format!(
+                "the expression nests more than {MAX_DEPTH} levels deep (at position {offset})"
+            )));
+        }
+        Ok(())
+    }
+
     fn expression(&mut self) -> Result<Expr, ArmError> {
+        let entry = self.depth;
+        let result = self.nested_expression();
+        self.depth = entry;
+        result
+    }
+
+    fn nested_expression(&mut self) -> Result<Expr, ArmError> {
+        self.nest()?;
         let mut expr = self.primary()?;
         loop {
             match self.peek_kind(0) {
                 Some(TokenKind::Dot) => {
+                    self.nest()?;
                     self.next();
                     match self.next() {
                         Some(Token {
@@ -290,6 +323,7 @@ impl Parser {
                     }
                 }
                 Some(TokenKind::LeftBracket) => {
+                    self.nest()?;
                     self.next();
                     let index = self.expression()?;
                     self.expect(&TokenKind::RightBracket)?;

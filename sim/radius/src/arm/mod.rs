@@ -71,7 +71,8 @@ impl Evaluation {
 }
 
 /// Looks up the current body of a resource (for `existing` resources).
-pub type ExistingLookup<'a> = &'a dyn Fn(&str) -> Option<Value>;
+/// `Sync`: the evaluation runs on a thread of its own (see [`evaluate`]).
+pub type ExistingLookup<'a> = &'a (dyn Fn(&str) -> Option<Value> + Sync);
 
 /// Inputs of one evaluation.
 pub struct EvaluationRequest<'a> {
@@ -87,9 +88,30 @@ pub struct EvaluationRequest<'a> {
     pub existing: Option<ExistingLookup<'a>>,
 }
 
+/// Stack of the thread an evaluation runs on. The evaluator recurses per
+/// nested value, expression level and link of a chain (bounded by
+/// [`expr::MAX_DEPTH`] and the evaluator's nesting limit); a request
+/// handler's 2 MiB would overflow, in a debug build, on a chain of under a
+/// hundred references. Only the pages used are ever committed.
+const EVALUATION_STACK_BYTES: usize = 256 << 20;
+
 /// Evaluate a template: resources, their ids and order, and outputs.
 pub fn evaluate(request: &EvaluationRequest<'_>) -> Result<Evaluation, ArmError> {
-    evaluator::Evaluator::run(request)
+    std::thread::scope(|scope| {
+        let evaluation = std::thread::Builder::new()
+            .name("arm-evaluate".to_string())
+            .stack_size(EVALUATION_STACK_BYTES)
+            .spawn_scoped(scope, || evaluator::Evaluator::run(request))
+            .map_err(|error| {
+                ArmError::new(
+                    crate::error::codes::INTERNAL_SERVER_ERROR,
+                    format!("The template evaluation could not be started: {error}"),
+                )
+            })?;
+        evaluation
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 /// Evaluate a template in `scope` with ARM `parameters` (pure: nothing is
