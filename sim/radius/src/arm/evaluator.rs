@@ -1388,7 +1388,14 @@ impl<'a> Evaluator<'a> {
                 None => "The template function 'copyIndex' is not expected at this location (not inside a copy loop)".to_string(),
             })
         })?;
-        Ok(Value::from(frame.index as i64 + offset))
+        (frame.index as i64)
+            .checked_add(offset)
+            .map(Value::from)
+            .ok_or_else(|| {
+                ArmError::invalid_template(
+                    "Unable to evaluate template language function 'copyIndex': the index plus the offset overflows a 64-bit integer",
+                )
+            })
     }
 
     fn fn_resource_group(&mut self, args: &[Value]) -> Result<Value, ArmError> {

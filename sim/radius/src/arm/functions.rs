@@ -24,6 +24,18 @@ pub fn call(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
             if old.is_empty() {
                 return Err(arg_error(name, "the string to replace must not be empty"));
             }
+            let grows = new.len().saturating_sub(old.len());
+            let size = text
+                .matches(old)
+                .count()
+                .saturating_mul(grows)
+                .saturating_add(text.len());
+            if size > MAX_STRING_BYTES {
+                return Err(arg_error(
+                    name,
+                    &format!("the result would be more than {MAX_STRING_BYTES} bytes"),
+                ));
+            }
             Ok(Value::String(text.replace(old, new)))
         }),
         "split" => split(args),
@@ -122,8 +134,26 @@ pub fn call(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
         }),
         _ => return None,
     };
-    Some(result)
+    Some(result.and_then(|value| match &value {
+        Value::String(text) if text.len() > MAX_STRING_BYTES => Err(arg_error(
+            name,
+            &format!(
+                "the result would be {} bytes, more than the {MAX_STRING_BYTES} a template string may hold",
+                text.len()
+            ),
+        )),
+        _ => Ok(value),
+    }))
 }
+
+/// Longest string a function may produce: a template itself may be at
+/// most 4 MiB, and without a bound `replace`, `padLeft` or a chain of
+/// `concat`s doubling a variable would exhaust memory.
+pub const MAX_STRING_BYTES: usize = 4 << 20;
+
+/// Widest `format` item or `padLeft` result, in characters (.NET refuses
+/// format widths from 1,000,000 on).
+pub const MAX_WIDTH: u64 = 1_000_000;
 
 /// How ARM turns a value into text (`string()`, `format()`, `concat()`).
 pub fn stringify(value: &Value) -> String {
@@ -326,6 +356,12 @@ fn format(args: &[Value]) -> Result<Value, ArmError> {
                     .next()
                     .map(|w| w.trim().parse().unwrap_or(0))
                     .unwrap_or(0);
+                if width.unsigned_abs() >= MAX_WIDTH {
+                    return Err(arg_error(
+                        "format",
+                        &format!("the width of '{{{item}}}' must be less than {MAX_WIDTH}"),
+                    ));
+                }
                 let pad = (width.unsigned_abs() as usize).saturating_sub(text.chars().count());
                 if width > 0 {
                     out.extend(std::iter::repeat_n(' ', pad));
@@ -422,7 +458,12 @@ fn substring(args: &[Value]) -> Result<Value, ArmError> {
     } else {
         text.len() as i64 - start
     };
-    if start < 0 || length < 0 || (start + length) as usize > text.len() {
+    if start < 0
+        || length < 0
+        || start
+            .checked_add(length)
+            .is_none_or(|end| end as u64 > text.len() as u64)
+    {
         return Err(arg_error(
             "substring",
             &format!(
@@ -441,7 +482,14 @@ fn substring(args: &[Value]) -> Result<Value, ArmError> {
 fn pad_left(args: &[Value]) -> Result<Value, ArmError> {
     arity("padLeft", args, 2, 3)?;
     let text = stringify(&args[0]);
-    let width = int_arg("padLeft", args, 1)?.max(0) as usize;
+    let width = int_arg("padLeft", args, 1)?.max(0) as u64;
+    if width > MAX_WIDTH {
+        return Err(arg_error(
+            "padLeft",
+            &format!("the total length {width} is more than {MAX_WIDTH}"),
+        ));
+    }
+    let width = width as usize;
     let fill = if args.len() > 2 {
         let fill = string_arg("padLeft", args, 2)?;
         let mut chars = fill.chars();
@@ -575,9 +623,10 @@ fn range(args: &[Value]) -> Result<Value, ArmError> {
     if !(0..=10_000).contains(&count) {
         return Err(arg_error("range", "the count must be between 0 and 10000"));
     }
-    Ok(Value::Array(
-        (start..start + count).map(Value::from).collect(),
-    ))
+    let end = start
+        .checked_add(count)
+        .ok_or_else(|| arg_error("range", "the last integer overflows a 64-bit integer"))?;
+    Ok(Value::Array((start..end).map(Value::from).collect()))
 }
 
 fn min_max(name: &str, args: &[Value]) -> Result<Value, ArmError> {
