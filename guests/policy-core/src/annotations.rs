@@ -24,16 +24,18 @@ impl ReconcileMode {
     }
 }
 
-/// The reconcile mode named by the annotations; an unknown value is an error
-/// message naming the annotation and the allowed values.
+/// The reconcile mode named by the annotations (trimmed, ignoring case, like
+/// the other annotations); an unknown value is an error message naming the
+/// annotation and the allowed values.
 pub fn reconcile_mode(annotations: &BTreeMap<String, String>) -> Result<ReconcileMode, String> {
-    match annotations.get(RECONCILE_POLICY).map(|value| value.trim()) {
+    let value = annotations.get(RECONCILE_POLICY).map(|value| value.trim());
+    match value.map(str::to_ascii_lowercase).as_deref() {
         None | Some("") | Some("manage") => Ok(ReconcileMode::Manage),
         Some("skip") => Ok(ReconcileMode::Skip),
         Some("detach-on-delete") => Ok(ReconcileMode::DetachOnDelete),
-        Some(other) => Err(format!(
+        Some(_) => Err(format!(
             "annotation {RECONCILE_POLICY}: unknown value {} (expected manage, skip or detach-on-delete)",
-            quoted(other)
+            quoted(value.unwrap_or_default())
         )),
     }
 }
@@ -117,7 +119,8 @@ pub fn deployment_retry(annotations: &BTreeMap<String, String>) -> Result<Deploy
             base_ms: n.saturating_mul(unit_ms).min(MAX_RETRY_MS),
         }),
         _ => Err(format!(
-            "annotation {DEPLOYMENT_RETRY}: unknown value {raw:?} (expected never, or a first delay such as 30s or 2m)"
+            "annotation {DEPLOYMENT_RETRY}: unknown value {} (expected never, or a first delay such as 30s or 2m)",
+            quoted(raw)
         )),
     }
 }
