@@ -1,0 +1,788 @@
+//! Property tests of the default policy's input handling: the annotation
+//! knobs, and `decide_template` / `decide_resource` on generated
+//! observations (bounded sizes, valid and adversarial values).
+//!
+//! Besides "never panics", every plan must pass the checks the host applies
+//! before any effect (`host/src/controller/guard.rs`, restated here from its
+//! documentation): at most 1,024 actions, messages of at most 32 KiB, events
+//! with a reason, deployments only into the template's own scope and not
+//! while one is in flight, resources created with a valid name and id, only
+//! owned resources deleted. A plan the host refuses leaves the object stuck.
+//!
+//! `cargo test` runs a few hundred cases; set `PROPTEST_CASES` for a long run
+//! (docs/reliability.md).
+
+// The model grows fields (the host and the WIT contract evolve together);
+// literals name the fields the strategies generate and default the rest.
+#![allow(clippy::needless_update)]
+
+use std::collections::BTreeMap;
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+use radwasm_policy_core::annotations::{ReconcileMode, depends_on, is_held, reconcile_mode};
+use radwasm_policy_core::{decide_resource, decide_template};
+use radwasm_policy_model::annotations::{DEPENDS_ON, HOLD, RECONCILE_POLICY};
+use radwasm_policy_model::scope::{Scope, deployment_scope, parse_resource_id};
+use radwasm_policy_model::*;
+
+fn config(cases: u32) -> ProptestConfig {
+    let mut config = ProptestConfig::default();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        config.cases = cases;
+    }
+    config.failure_persistence = Some(Box::new(FileFailurePersistence::Direct(
+        "tests/regressions/props.txt",
+    )));
+    config
+}
+
+const MAX_ACTIONS: usize = 1024;
+const MAX_MESSAGE_BYTES: usize = 32 * 1024;
+const DEFAULT: &str = "/planes/radius/local/resourceGroups/default";
+
+// ----- strategies --------------------------------------------------------------
+
+fn pick(items: &'static [&'static str]) -> impl Strategy<Value = String> {
+    prop::sample::select(items).prop_map(str::to_string)
+}
+
+/// A long text, to find messages that quote user input without bound.
+fn huge() -> impl Strategy<Value = String> {
+    (40_000usize..70_000, pick(&["x", "é", ",", " ", "a,"])).prop_map(|(n, unit)| unit.repeat(n))
+}
+
+fn scope_text() -> BoxedStrategy<String> {
+    prop_oneof![
+        6 => Just(DEFAULT.to_string()),
+        1 => pick(&[
+            "/planes/radius/local/resourceGroups/other",
+            "/Planes/Radius/local/resourcegroups/DEFAULT",
+            "/planes/radius/local/resourceGroups/default/",
+            "/planes/radius/local/resourceGroups/..",
+            "/planes/aws/aws/accounts/1",
+            "default",
+            "",
+        ]),
+        1 => "\\PC{0,30}",
+    ]
+    .boxed()
+}
+
+fn provider_config() -> BoxedStrategy<String> {
+    prop_oneof![
+        6 => scope_text().prop_map(|scope| {
+            serde_json::json!({"radius": {"type": "Radius", "value": {"scope": scope}}}).to_string()
+        }),
+        1 => pick(&["", "{}", "{", "null", "[]", r#"{"radius":{"value":{"scope":5}}}"#]),
+        1 => "\\PC{0,40}",
+    ]
+    .boxed()
+}
+
+/// A Radius id: mostly in the default scope, some elsewhere, some hostile.
+fn radius_id() -> BoxedStrategy<String> {
+    prop_oneof![
+        8 => (0u32..12, pick(&["containers", "environments", "applications", "gateways"]))
+            .prop_map(|(n, kind)| format!("{DEFAULT}/providers/Applications.Core/{kind}/c{n}")),
+        1 => (0u32..4).prop_map(|n| format!("/planes/radius/local/resourceGroups/other/providers/Applications.Core/containers/c{n}")),
+        1 => pick(&[
+            "",
+            "c1",
+            "/planes/radius/local/resourceGroups/default/providers/Applications.Core/containers/x/../../../../other/providers/A.B/t/n",
+            "/planes/radius/local/resourceGroups/default/providers/Applications.Core/containers/a?b",
+            "/PLANES/radius/local/resourceGroups/DEFAULT/providers/Applications.Core/containers/C1",
+            "/planes/radius/local/resourceGroups/default/providers/Applications.Core/containers",
+        ]),
+        1 => "\\PC{0,40}",
+    ]
+    .boxed()
+}
+
+/// An id as Radius reports it in `outputResources`: in the default scope or
+/// another, in any case. Ids the grammar refuses are left out: the policy
+/// would ask to create a `DeploymentResource` for one and the host refuses
+/// the plan (a finding in docs/reliability.md,
+/// `output_resources_the_grammar_refuses`).
+fn output_id() -> BoxedStrategy<String> {
+    radius_id()
+        .prop_filter("an id Radius could report", |id| {
+            parse_resource_id(id).is_ok()
+        })
+        .boxed()
+}
+
+/// Output resource ids: a few, or more than one plan may carry.
+fn ids() -> BoxedStrategy<Vec<String>> {
+    prop_oneof![
+        12 => vec(output_id(), 0..6),
+        1 => (900usize..2200).prop_map(|n| {
+            (0..n)
+                .map(|i| format!("{DEFAULT}/providers/Applications.Core/containers/c{i}"))
+                .collect()
+        }),
+    ]
+    .boxed()
+}
+
+fn name() -> BoxedStrategy<String> {
+    prop_oneof![
+        6 => pick(&["app", "db", "c0", "c1", "c2", "frontend-containers-1a2b3c4d"]),
+        1 => pick(&["", "UPPER", "a.b", "-x", "név", " app "]),
+        1 => "[a-z0-9-]{250,300}",
+        1 => "\\PC{0,20}",
+    ]
+    .boxed()
+}
+
+fn annotation_value() -> BoxedStrategy<String> {
+    prop_oneof![
+        6 => short_annotation_value(),
+        1 => huge(),
+    ]
+    .boxed()
+}
+
+fn short_annotation_value() -> BoxedStrategy<String> {
+    prop_oneof![
+        6 => pick(&[
+            "manage", "skip", "detach-on-delete", " skip ", "Skip", "SKIP", "", "true", "True",
+            " TRUE ", "false", "yes", "app", "app,db", " db , app ,, db", "c0,c1,c2", "never",
+            "30s", "2m", "0s",
+        ]),
+        1 => "\\PC{0,30}",
+        1 => "[a-z0-9,-]{200,400}",
+    ]
+    .boxed()
+}
+
+/// The annotations the default policy reads, with values of any length,
+/// except that `depends-on` values stay short: the policy lists the names
+/// whole in status (a finding in docs/reliability.md,
+/// `depends_on_names_longer_than_a_status_message` below).
+fn annotations() -> impl Strategy<Value = BTreeMap<String, String>> {
+    (
+        proptest::option::weighted(0.3, annotation_value()),
+        proptest::option::weighted(0.2, annotation_value()),
+        proptest::option::weighted(0.3, short_annotation_value()),
+        proptest::option::weighted(0.2, annotation_value()),
+        proptest::option::weighted(0.2, annotation_value()),
+    )
+        .prop_map(|(policy, hold, depends, retry, other)| {
+            [
+                (RECONCILE_POLICY, policy),
+                (HOLD, hold),
+                (DEPENDS_ON, depends),
+                ("radapp.io/deployment-retry", retry),
+                ("radapp.io/other", other),
+            ]
+            .into_iter()
+            .filter_map(|(key, value)| Some((key.to_string(), value?)))
+            .collect()
+        })
+}
+
+fn meta(finalizer: &'static str) -> impl Strategy<Value = ObjectMeta> {
+    (
+        name(),
+        pick(&["default", "", "ns"]),
+        pick(&["u1", "u2", ""]),
+        prop_oneof![4 => 0i64..4, 1 => Just(i64::MAX), 1 => Just(-1i64)],
+        prop::bool::weighted(0.2),
+        vec(prop_oneof![4 => Just(finalizer), 1 => Just("other")], 0..3),
+        annotations(),
+    )
+        .prop_map(
+            |(name, namespace, uid, generation, deletion_requested, finalizers, annotations)| {
+                ObjectMeta {
+                    name,
+                    namespace,
+                    uid,
+                    generation,
+                    deletion_requested,
+                    finalizers: finalizers.into_iter().map(str::to_string).collect(),
+                    labels: BTreeMap::new(),
+                    annotations,
+                }
+            },
+        )
+}
+
+fn template_text() -> BoxedStrategy<String> {
+    prop_oneof![
+        6 => Just(
+            r#"{"$schema":"https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#","languageVersion":"2.1-experimental","contentVersion":"1.0.0.0","imports":{"Radius":{"provider":"Radius","version":"latest"}},"resources":{"app":{"import":"Radius","type":"Applications.Core/applications@2023-10-01-preview","properties":{"name":"app","properties":{"environment":"env"}}}}}"#
+                .to_string()
+        ),
+        2 => pick(&[r#"{"resources":{}}"#, r#"{"resources":[]}"#, "", " ", "{", "[]", "null",
+            r#"{"resources":5}"#, r#"{"resources":{}} trailing"#]),
+        1 => "\\PC{0,40}",
+        1 => huge().prop_map(|text| format!("{{\"resources\": {{}}, \"x\": \"{text}")),
+    ]
+    .boxed()
+}
+
+fn template_phase() -> impl Strategy<Value = TemplatePhase> {
+    prop::sample::select(TemplatePhase::ALL.to_vec())
+}
+
+fn message() -> BoxedStrategy<String> {
+    prop_oneof![8 => "[a-z ]{0,20}", 1 => "\\PC{0,20}", 1 => huge()].boxed()
+}
+
+/// A message from Radius. Kept under 16 KiB: longer ones are copied into
+/// status whole, and the host refuses the plan (a finding in
+/// docs/reliability.md, `radius_errors_longer_than_a_status_message`).
+fn radius_message() -> BoxedStrategy<String> {
+    prop_oneof![8 => "[a-z ]{0,20}", 1 => "\\PC{0,20}", 1 => "[a-z ]{4000,8000}"].boxed()
+}
+
+fn condition() -> impl Strategy<Value = Condition> {
+    (
+        pick(&["Ready", "Other"]),
+        prop::sample::select(vec![
+            ConditionStatus::True,
+            ConditionStatus::False,
+            ConditionStatus::Unknown,
+        ]),
+        pick(&["", "Deployed", "Failed"]),
+        message(),
+    )
+        .prop_map(|(kind, status, reason, message)| Condition {
+            kind,
+            status,
+            reason,
+            message,
+        })
+}
+
+fn operation() -> impl Strategy<Value = OperationObservation> {
+    let result = prop_oneof![
+        prop_oneof![
+            Just(None),
+            any::<u32>().prop_map(Some),
+            (0u32..10_000).prop_map(Some)
+        ]
+        .prop_map(|retry_after_ms| OperationResult::InProgress { retry_after_ms }),
+        ids().prop_map(|output_resources| OperationResult::Succeeded { output_resources }),
+        (pick(&["Conflict", "InvalidTemplate", ""]), radius_message())
+            .prop_map(|(code, message)| OperationResult::Failed(RadiusError { code, message })),
+        Just(OperationResult::Canceled),
+        Just(OperationResult::NotFound),
+        radius_message().prop_map(OperationResult::PollError),
+    ];
+    (
+        prop::sample::select(vec![OperationKind::Deployment, OperationKind::Deletion]),
+        prop_oneof![2 => pick(&["h1", "h2", ""]), 1 => radius_id()],
+        result,
+    )
+        .prop_map(|(kind, subject, result)| OperationObservation {
+            kind,
+            subject,
+            result,
+        })
+}
+
+fn owned_resources(outputs: Vec<String>) -> impl Strategy<Value = Vec<OwnedResource>> {
+    let few = vec(
+        (
+            name(),
+            radius_id(),
+            prop::bool::weighted(0.2),
+            pick(&["Ready", "Deleting", "Failed", "", "x"]),
+        )
+            .prop_map(
+                |(name, radius_id, deletion_requested, phase)| OwnedResource {
+                    name,
+                    radius_id,
+                    deletion_requested,
+                    phase,
+                },
+            ),
+        0..6,
+    );
+    // Or: the first `k` outputs already have their resource.
+    let prefix = (0..=outputs.len()).prop_map(move |k| {
+        outputs[..k]
+            .iter()
+            .enumerate()
+            .map(|(n, id)| OwnedResource {
+                name: format!("r{n}"),
+                radius_id: id.clone(),
+                deletion_requested: false,
+                phase: "Ready".to_string(),
+            })
+            .collect()
+    });
+    prop_oneof![few, prefix]
+}
+
+fn template_observation() -> impl Strategy<Value = TemplateObservation> {
+    let spec = (
+        template_text(),
+        pick(&["", "{}", r#"{"a":{"value":1}}"#, "[]", "{", "null"]),
+        provider_config(),
+    )
+        .prop_map(|(template, parameters, provider_config)| TemplateSpec {
+            template,
+            parameters,
+            provider_config,
+        });
+    let status = (
+        proptest::option::of(template_phase()),
+        message(),
+        0i64..4,
+        proptest::option::of(pick(&["h1", "h2", ""])),
+        ids(),
+        vec(condition(), 0..2),
+    )
+        .prop_map(
+            |(phase, message, observed_generation, status_hash, output_resources, conditions)| {
+                TemplateStatus {
+                    phase,
+                    message,
+                    observed_generation,
+                    status_hash,
+                    output_resources,
+                    conditions,
+                }
+            },
+        );
+    let dependency = (
+        name(),
+        any::<bool>(),
+        proptest::option::of(template_phase()),
+    )
+        .prop_map(|(name, exists, phase)| Dependency {
+            name,
+            exists,
+            phase,
+        });
+    (
+        meta(TEMPLATE_FINALIZER),
+        spec,
+        pick(&["h1", "h2", ""]),
+        status,
+        proptest::option::of(operation()),
+        vec(dependency, 0..3),
+    )
+        .prop_flat_map(|(meta, spec, spec_hash, status, operation, dependencies)| {
+            let outputs = status.output_resources.clone();
+            owned_resources(outputs).prop_map(move |owned_resources| TemplateObservation {
+                meta: meta.clone(),
+                spec: spec.clone(),
+                spec_hash: spec_hash.clone(),
+                status: status.clone(),
+                owned_resources,
+                operation: operation.clone(),
+                dependencies: dependencies.clone(),
+                ..Default::default()
+            })
+        })
+}
+
+fn resource_observation() -> impl Strategy<Value = ResourceObservation> {
+    let status = (
+        proptest::option::of(prop::sample::select(ResourcePhase::ALL.to_vec())),
+        message(),
+        vec(condition(), 0..2),
+    )
+        .prop_map(|(phase, message, conditions)| ResourceStatus {
+            phase,
+            message,
+            conditions,
+        });
+    let owner = (
+        name(),
+        pick(&["u1", "u2"]),
+        proptest::option::of(pick(&["u1", "u2", ""])),
+        prop::bool::weighted(0.3),
+        annotations(),
+        provider_config(),
+    )
+        .prop_map(
+            |(name, reference_uid, found_uid, deletion_requested, annotations, provider_config)| {
+                OwnerTemplate {
+                    name,
+                    reference_uid,
+                    found_uid,
+                    deletion_requested,
+                    annotations,
+                    provider_config,
+                }
+            },
+        );
+    // Ids stay short: `tracking {id}` quotes the id whole (a finding in
+    // docs/reliability.md, `resource_ids_longer_than_a_status_message`).
+    (
+        meta(RESOURCE_FINALIZER),
+        radius_id(),
+        status,
+        proptest::option::of(owner),
+        proptest::option::of(operation()),
+    )
+        .prop_map(
+            |(meta, radius_id, status, owner, operation)| ResourceObservation {
+                meta,
+                radius_id,
+                status,
+                owner,
+                operation,
+                ..Default::default()
+            },
+        )
+}
+
+// ----- the host's guard rails, restated -------------------------------------------
+
+fn valid_object_name(name: &str) -> bool {
+    name.len() <= 253
+        && !name.is_empty()
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+fn valid_deployment_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '(' | ')'))
+}
+
+fn check_message(what: &str, message: Option<&str>) -> Result<(), String> {
+    match message {
+        Some(message) if message.len() > MAX_MESSAGE_BYTES => Err(format!(
+            "{what}: message of {} bytes (at most {MAX_MESSAGE_BYTES})",
+            message.len()
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn own_scope_check(observation: &TemplateObservation, target: &str) -> Result<(), String> {
+    let own = deployment_scope(&observation.spec.provider_config)
+        .map_err(|e| format!("targets {target} but the template has no valid scope: {e}"))?;
+    let target = Scope::parse(target).map_err(|e| e.to_string())?;
+    if target.same_as(&own) {
+        Ok(())
+    } else {
+        Err(format!("targets {target} outside {own}"))
+    }
+}
+
+fn guard_template(observation: &TemplateObservation, plan: &TemplatePlan) -> Result<(), String> {
+    if plan.actions.len() > MAX_ACTIONS {
+        return Err(format!("{} actions", plan.actions.len()));
+    }
+    let in_flight = observation.operation.as_ref().is_some_and(|op| {
+        matches!(
+            op.result,
+            OperationResult::InProgress { .. } | OperationResult::PollError(_)
+        )
+    });
+    let mut started = false;
+    for action in &plan.actions {
+        if let TemplateAction::EnsureResourceGroup(target) = action {
+            own_scope_check(observation, target)?;
+        }
+        if let TemplateAction::StartDeployment(start) = action {
+            own_scope_check(observation, &start.scope)?;
+            if in_flight || started {
+                return Err("a second deployment".to_string());
+            }
+            started = true;
+            if !valid_deployment_name(&start.deployment_name) {
+                return Err(format!("deployment name {:?}", start.deployment_name));
+            }
+        }
+        if let TemplateAction::CreateResource(create) = action {
+            if !valid_object_name(&create.name) {
+                return Err(format!("object name {:?}", create.name));
+            }
+            parse_resource_id(&create.radius_id).map_err(|e| e.to_string())?;
+        }
+        if let TemplateAction::DeleteResource(name) = action
+            && !observation.owned_resources.iter().any(|r| &r.name == name)
+        {
+            return Err(format!("deletes {name:?}, which it does not own"));
+        }
+        if let TemplateAction::SetStatus(update) = action {
+            check_message("setStatus", update.message.as_deref())?;
+        }
+        if let TemplateAction::EmitEvent(event) = action {
+            if event.reason.is_empty() {
+                return Err("event without a reason".to_string());
+            }
+            check_message("emitEvent", Some(&event.message))?;
+        }
+    }
+    Ok(())
+}
+
+fn guard_resource(observation: &ResourceObservation, plan: &ResourcePlan) -> Result<(), String> {
+    if plan.actions.len() > MAX_ACTIONS {
+        return Err(format!("{} actions", plan.actions.len()));
+    }
+    for action in &plan.actions {
+        if let ResourceAction::StartRadiusDelete = action {
+            let owner = observation
+                .owner
+                .as_ref()
+                .ok_or("delete without an owner")?;
+            if owner.found_uid.as_deref() != Some(owner.reference_uid.as_str()) {
+                return Err("delete for an owner that is gone".to_string());
+            }
+            let own = deployment_scope(&owner.provider_config).map_err(|e| e.to_string())?;
+            if !own.contains(&observation.radius_id) {
+                return Err(format!("deletes {} outside {own}", observation.radius_id));
+            }
+        }
+        if let ResourceAction::SetStatus(update) = action {
+            check_message("setStatus", update.message.as_deref())?;
+        }
+        if let ResourceAction::EmitEvent(event) = action {
+            if event.reason.is_empty() {
+                return Err("event without a reason".to_string());
+            }
+            check_message("emitEvent", Some(&event.message))?;
+        }
+    }
+    Ok(())
+}
+
+// ----- properties ------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(config(192))]
+
+    /// Never a panic; the same observation gets the same answer; a plan
+    /// passes the host's guard rails.
+    #[test]
+    fn template_decisions_pass_the_guard_rails(observation in template_observation()) {
+        let decided = decide_template(&observation);
+        prop_assert_eq!(&decided, &decide_template(&observation), "deterministic");
+        if let Ok(plan) = decided {
+            prop_assert!(plan.actions.len() <= MAX_ACTIONS, "{} actions", plan.actions.len());
+            if let Err(why) = guard_template(&observation, &plan) {
+                prop_assert!(false, "the host would refuse the plan: {}", why);
+            }
+        }
+    }
+
+    #[test]
+    fn resource_decisions_pass_the_guard_rails(observation in resource_observation()) {
+        let decided = decide_resource(&observation);
+        prop_assert_eq!(&decided, &decide_resource(&observation), "deterministic");
+        if let Ok(plan) = decided {
+            prop_assert!(plan.actions.len() <= MAX_ACTIONS, "{} actions", plan.actions.len());
+            if let Err(why) = guard_resource(&observation, &plan) {
+                prop_assert!(false, "the host would refuse the plan: {}", why);
+            }
+        }
+    }
+
+    /// `radapp.io/reconcile-policy`: one of three values (trimmed), absent
+    /// or empty means manage; anything else is an error naming the
+    /// annotation, of bounded length.
+    #[test]
+    fn reconcile_mode_accepts_exactly_its_values(value in proptest::option::of(annotation_value())) {
+        let mut annotations = BTreeMap::new();
+        if let Some(value) = &value {
+            annotations.insert(RECONCILE_POLICY.to_string(), value.clone());
+        }
+        let expected = match value.as_deref().map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("") | Some("manage") => Some(ReconcileMode::Manage),
+            Some("skip") => Some(ReconcileMode::Skip),
+            Some("detach-on-delete") => Some(ReconcileMode::DetachOnDelete),
+            Some(_) => None,
+        };
+        match (reconcile_mode(&annotations), expected) {
+            (Ok(mode), Some(expected)) => prop_assert_eq!(mode, expected),
+            (Err(message), None) => {
+                prop_assert!(message.contains(RECONCILE_POLICY));
+                prop_assert!(message.len() <= 1024, "a {}-byte message", message.len());
+            }
+            (got, expected) => prop_assert!(false, "{:?} for {:?}, expected {:?}", got, value, expected),
+        }
+    }
+
+    /// `radapp.io/hold` is "true" in any case, trimmed; nothing else holds.
+    #[test]
+    fn hold_is_true_in_any_case(value in proptest::option::of(annotation_value()), upper in vec(any::<bool>(), 4)) {
+        let mut annotations = BTreeMap::new();
+        if let Some(value) = &value {
+            annotations.insert(HOLD.to_string(), value.clone());
+        }
+        let expected = value.as_deref().is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        prop_assert_eq!(is_held(&annotations), expected);
+        let spelled: String = "true"
+            .chars()
+            .zip(&upper)
+            .map(|(c, up)| if *up { c.to_ascii_uppercase() } else { c })
+            .collect();
+        annotations.insert(HOLD.to_string(), format!(" {spelled}\t"));
+        prop_assert!(is_held(&annotations));
+    }
+
+    /// The policy's `depends_on` is the model's: trimmed, no empties, no
+    /// duplicates, in the order written.
+    #[test]
+    fn depends_on_is_clean(value in annotation_value()) {
+        let mut annotations = BTreeMap::new();
+        annotations.insert(DEPENDS_ON.to_string(), value.clone());
+        let names = depends_on(&annotations);
+        let mut expected: Vec<String> = Vec::new();
+        for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if !expected.iter().any(|seen| seen == part) {
+                expected.push(part.to_string());
+            }
+        }
+        prop_assert_eq!(names, expected);
+    }
+}
+
+// ----- regressions and open findings -------------------------------------------------
+
+fn template_with(annotations: &[(&str, String)]) -> TemplateObservation {
+    TemplateObservation {
+        meta: ObjectMeta {
+            name: "app".to_string(),
+            namespace: "default".to_string(),
+            uid: "u1".to_string(),
+            generation: 1,
+            finalizers: vec![TEMPLATE_FINALIZER.to_string()],
+            annotations: annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+            ..Default::default()
+        },
+        spec: TemplateSpec {
+            template: r#"{"resources":{}}"#.to_string(),
+            parameters: "{}".to_string(),
+            provider_config: format!(
+                r#"{{"radius":{{"type":"Radius","value":{{"scope":"{DEFAULT}"}}}}}}"#
+            ),
+        },
+        spec_hash: "h1".to_string(),
+        ..Default::default()
+    }
+}
+
+fn assert_accepted(observation: &TemplateObservation) {
+    let plan = decide_template(observation).expect("decides");
+    if let Err(why) = guard_template(observation, &plan) {
+        panic!("the host would refuse the plan: {why}");
+    }
+}
+
+/// A 40 kB `reconcile-policy` (or `deployment-retry`) value was quoted
+/// whole in the Failed status message: the host refused the plan, so the
+/// template never showed why it failed.
+#[test]
+fn regression_long_annotation_values_are_quoted_short() {
+    for key in [RECONCILE_POLICY, "radapp.io/deployment-retry"] {
+        let observation = template_with(&[(key, "x".repeat(40_000))]);
+        assert_accepted(&observation);
+        let plan = decide_template(&observation).expect("decides");
+        let message = plan
+            .actions
+            .iter()
+            .find_map(|action| match action {
+                TemplateAction::SetStatus(update) => update.message.clone(),
+                _ => None,
+            })
+            .unwrap_or_default();
+        assert!(
+            message.contains(key) && message.len() < 1024,
+            "{key}: {message}"
+        );
+    }
+}
+
+/// `reconcile-policy` ignores case, like `hold` and `deployment-retry`.
+#[test]
+fn regression_reconcile_policy_ignores_case() {
+    for (value, mode) in [
+        ("Skip", ReconcileMode::Skip),
+        (" DETACH-ON-DELETE ", ReconcileMode::DetachOnDelete),
+        ("Manage", ReconcileMode::Manage),
+    ] {
+        let annotations = [(RECONCILE_POLICY.to_string(), value.to_string())].into();
+        assert_eq!(reconcile_mode(&annotations), Ok(mode), "{value}");
+    }
+}
+
+/// Open: a Radius error message is copied whole into status; one longer
+/// than 32 KiB makes the host refuse the plan (the fix belongs where the
+/// policy builds status messages, `template.rs`/`resource.rs`/`plan.rs`).
+#[test]
+#[ignore = "open finding: status messages quote Radius errors without a bound"]
+fn radius_errors_longer_than_a_status_message() {
+    let mut observation = template_with(&[]);
+    observation.operation = Some(OperationObservation {
+        kind: OperationKind::Deployment,
+        subject: "h1".to_string(),
+        result: OperationResult::Failed(RadiusError {
+            code: "InvalidTemplate".to_string(),
+            message: "x".repeat(40_000),
+        }),
+    });
+    assert_accepted(&observation);
+}
+
+/// Open: `waiting for dependencies: ...` lists the depends-on names whole.
+#[test]
+#[ignore = "open finding: the dependency wait message lists names without a bound"]
+fn depends_on_names_longer_than_a_status_message() {
+    assert_accepted(&template_with(&[(DEPENDS_ON, "x".repeat(40_000))]));
+}
+
+/// Open: `tracking {id}` quotes a `DeploymentResource`'s `spec.id` whole,
+/// and the CRD does not bound its length.
+#[test]
+#[ignore = "open finding: the resource status message quotes spec.id without a bound"]
+fn resource_ids_longer_than_a_status_message() {
+    let observation = ResourceObservation {
+        meta: ObjectMeta {
+            name: "r".to_string(),
+            namespace: "default".to_string(),
+            finalizers: vec![RESOURCE_FINALIZER.to_string()],
+            ..Default::default()
+        },
+        radius_id: format!(
+            "{DEFAULT}/providers/Applications.Core/containers/{}",
+            "x".repeat(40_000)
+        ),
+        ..Default::default()
+    };
+    let plan = decide_resource(&observation).expect("decides");
+    if let Err(why) = guard_resource(&observation, &plan) {
+        panic!("the host would refuse the plan: {why}");
+    }
+}
+
+/// Open: an output resource id the scope grammar refuses becomes a
+/// `createResource` the host refuses, and with it the whole plan.
+#[test]
+#[ignore = "open finding: output ids are not checked before createResource"]
+fn output_resources_the_grammar_refuses() {
+    let mut observation = template_with(&[]);
+    observation.status = TemplateStatus {
+        phase: Some(TemplatePhase::Ready),
+        observed_generation: 1,
+        status_hash: Some("h1".to_string()),
+        output_resources: vec![format!(
+            "{DEFAULT}/providers/Applications.Core/containers/a b"
+        )],
+        ..Default::default()
+    };
+    assert_accepted(&observation);
+}
