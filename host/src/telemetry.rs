@@ -1,5 +1,6 @@
 //! Logging setup: `tracing` to stderr, text for people or JSON for log
-//! pipelines, filtered by `RUST_LOG` (default `info`).
+//! pipelines, filtered by `RUST_LOG` (default `info`, without kube's own
+//! per-request error lines).
 
 use tracing_subscriber::EnvFilter;
 
@@ -14,7 +15,12 @@ pub enum LogFormat {
 /// Install the global subscriber. Safe to call more than once (later calls
 /// are ignored), so tests and the binary can share it.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // kube's client logs every failed HTTP answer at ERROR, although the
+    // controller retries it and logs the failure itself once, with the API
+    // server's message, at the level it deserves; RUST_LOG can bring those
+    // lines back.
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,kube_client::client::builder=off"));
     // Colours only for a person at a terminal, never in a log file.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()

@@ -212,3 +212,33 @@ fn dev_stay_serves_kubectl_until_sigterm() {
     let (status, output) = dev.finish(Duration::from_secs(30));
     assert!(status.success(), "{status:?}\n{output}");
 }
+
+#[test]
+fn dev_prints_the_api_servers_message_for_a_refused_manifest_not_a_debug_dump() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = dir.path().join("bad.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: radapp.io/v1alpha3\nkind: DeploymentTemplate\nmetadata:\n  name: bad\nspec:\n  template: 42\n",
+    )
+    .expect("write manifest");
+    let output = Command::new(env!("CARGO_BIN_EXE_radwasm"))
+        .arg("dev")
+        .arg("--kubeconfig")
+        .arg(dir.path().join("dev.kubeconfig"))
+        .arg(&manifest)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run radwasm dev");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("creating DeploymentTemplate default/bad")
+            && stderr.contains("spec.template"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("Status {") && !stderr.contains("ErrorResponse"),
+        "a debug dump: {stderr}"
+    );
+}

@@ -238,7 +238,15 @@ async fn apply(
         let name = object.name_any();
         api.create(&PostParams::default(), &object)
             .await
-            .with_context(|| format!("creating {} {name}", types.kind))?;
+            .map_err(|error| {
+                // The API server's message and field causes, one per line;
+                // not the client's debug form of the error.
+                anyhow::anyhow!(
+                    "creating {} {namespace}/{name}: {}",
+                    types.kind,
+                    crate::controller::describe_kube_error(&error)
+                )
+            })?;
         println!("applied         {} {namespace}/{name}", types.kind);
         if types.kind == "DeploymentTemplate" {
             templates.push((namespace, name));

@@ -7,9 +7,11 @@ use clap::{Parser, Subcommand};
 
 use crate::telemetry::LogFormat;
 
+#[cfg(feature = "dev")]
 pub mod dev;
 pub mod policy;
 pub mod run;
+#[cfg(feature = "dev")]
 pub mod sim;
 
 /// Kubernetes controller host for Radius DeploymentTemplates, with the
@@ -32,10 +34,12 @@ pub enum Command {
     /// The local sandbox: embedded API server, Radius simulator and the
     /// controllers; applies manifests (an example app by default) and
     /// reports until every template is Ready.
+    #[cfg(feature = "dev")]
     Dev(dev::DevArgs),
     /// Run the controllers against a cluster (kubeconfig or in-cluster).
     Run(run::RunArgs),
     /// Run a local stand-in (Kubernetes API server, Radius) on its own.
+    #[cfg(feature = "dev")]
     #[command(subcommand)]
     Sim(sim::SimCommand),
     /// Print the CustomResourceDefinitions (YAML) generated from the Rust types.
@@ -46,8 +50,10 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Policy(command) => policy::run(command),
+        #[cfg(feature = "dev")]
         Command::Dev(args) => dev::run(args),
         Command::Run(args) => run::run(args),
+        #[cfg(feature = "dev")]
         Command::Sim(command) => sim::run(command),
         Command::Crds => {
             print!("{}", crate::crd::crd_yaml()?);
