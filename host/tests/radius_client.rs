@@ -17,7 +17,7 @@ const PROVIDER_CONFIG: &str = r#"{"radius":{"type":"Radius","value":{"scope":"/p
 
 fn fixture_text(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/arm-templates")
+        .join("../tests/fixtures/arm-templates")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }

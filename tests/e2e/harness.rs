@@ -1,5 +1,11 @@
 //! Starting the stand-ins and the controller process, and waiting on what
 //! the controller does. Every server binds 127.0.0.1 and stops with the test.
+//!
+//! The Kubernetes API server is the embedded one (`sim/kube-apiserver`, one
+//! per scenario) or the real control plane (`realkube`, one per test
+//! process, each scenario in a namespace of its own, the controller running
+//! as the ServiceAccount of `deploy/rbac.yaml`): `RADWASM_E2E_APISERVER`
+//! chooses, see [`Backend`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,15 +23,91 @@ use radwasm::crd::{
 };
 
 pub const SCOPE: &str = "/planes/radius/local/resourceGroups/default";
+/// The namespace scenarios use on the embedded API server (on the real one,
+/// each scenario has its own: [`System::namespace`]).
 pub const NS: &str = "default";
+
+/// Chooses the Kubernetes API server the scenarios run against.
+pub const BACKEND_ENV: &str = "RADWASM_E2E_APISERVER";
+
+/// Which Kubernetes API server a [`System`] runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `sim/kube-apiserver`, started for each scenario (the default).
+    Embedded,
+    /// The real etcd, kube-apiserver and kube-controller-manager
+    /// (`realkube`), one cluster per test process.
+    Real,
+}
+
+impl Backend {
+    /// From `RADWASM_E2E_APISERVER`: `embedded` (or unset) or `real`.
+    pub fn from_env() -> Backend {
+        match std::env::var(BACKEND_ENV).as_deref() {
+            Err(_) | Ok("") | Ok("embedded") => Backend::Embedded,
+            Ok("real") => Backend::Real,
+            Ok(other) => panic!("{BACKEND_ENV}={other:?}: use `embedded` (the default) or `real`"),
+        }
+    }
+}
+
+/// For a scenario that needs something only the embedded API server has:
+/// on the real one it says so on stderr and returns true (the scenario
+/// then returns at once). `why` is the reason, as in the scenario × server
+/// table of docs/apiserver.md.
+pub fn embedded_only(why: &str) -> bool {
+    let real = Backend::from_env() == Backend::Real;
+    if real {
+        eprintln!("SKIPPED on the real API server (embedded only): {why}");
+    }
+    real
+}
+
+/// A namespace name for one scenario on the shared real cluster: unique in
+/// this process, and readable (the scenario's name) when looking at the
+/// cluster.
+fn scenario_namespace() -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let test = std::thread::current()
+        .name()
+        .and_then(|name| name.rsplit("::").next().map(str::to_string))
+        .unwrap_or_default();
+    let slug: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let name = format!("e2e-{n}-{slug}");
+    name.chars()
+        .take(63)
+        .collect::<String>()
+        .trim_end_matches('-')
+        .to_string()
+}
 
 /// A whole system: API server, Radius, and (while running) the controller.
 pub struct System {
+    /// The embedded API server (`None` on the real one).
     pub apiserver: Option<radwasm_sim_apiserver::ApiServer>,
     pub radius: Option<radwasm_sim_radius::RadiusSim>,
+    /// The test's client: admin on the real server.
     pub client: Client,
     pub dir: tempfile::TempDir,
+    /// The controller's kubeconfig: on the real server, a token of the
+    /// ServiceAccount `radwasm-system/radwasm` of `deploy/rbac.yaml`.
     pub kubeconfig: PathBuf,
+    /// Where the scenario's objects go: [`NS`] on the embedded server, a
+    /// namespace of its own on the real one.
+    pub namespace: String,
+    pub backend: Backend,
+    /// The shared real cluster (real backend only).
+    pub cluster: Option<crate::realkube::ClusterHandle>,
     controller: Option<Child>,
     extra_args: Vec<String>,
     /// Set when the controller reaches Radius through the aggregated path.
@@ -39,10 +121,12 @@ impl System {
     }
 
     pub async fn start_with(extra_args: &[&str], deploy_time: Duration) -> System {
-        let apiserver =
-            radwasm_sim_apiserver::start(radwasm_sim_apiserver::ApiServerConfig::default())
-                .await
-                .expect("start the API server");
+        Self::start_on(Backend::from_env(), extra_args, deploy_time).await
+    }
+
+    /// [`System::start_with`] on a given API server, whatever
+    /// `RADWASM_E2E_APISERVER` says.
+    pub async fn start_on(backend: Backend, extra_args: &[&str], deploy_time: Duration) -> System {
         let radius = radwasm_sim_radius::start(radwasm_sim_radius::SimConfig {
             deploy_duration: deploy_time,
             delete_duration: Duration::from_millis(100),
@@ -53,7 +137,61 @@ impl System {
         .expect("start the Radius simulator");
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = dir.path().join("kubeconfig");
-        apiserver.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+        let mut extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+        let (apiserver, client, namespace, cluster) = match backend {
+            Backend::Embedded => {
+                let (apiserver, client) = Self::embedded(&kubeconfig).await;
+                (Some(apiserver), client, NS.to_string(), None)
+            }
+            Backend::Real => {
+                let (cluster, client, namespace) = Self::real(&kubeconfig).await;
+                let has = |flag: &str| extra_args.iter().any(|a| a == flag);
+                // Its own namespace, so scenarios sharing the cluster never
+                // see each other's objects; its own Lease, in the namespace
+                // where deploy/rbac.yaml lets the ServiceAccount hold one.
+                if !has("--namespace") {
+                    extra_args.extend(["--namespace".to_string(), namespace.clone()]);
+                }
+                if has("--leader-elect") && !has("--leader-election-namespace") {
+                    extra_args.extend([
+                        "--leader-election-namespace".to_string(),
+                        crate::realkube::CONTROLLER_NAMESPACE.to_string(),
+                    ]);
+                }
+                if has("--leader-elect") && !has("--leader-election-lease") {
+                    extra_args.extend([
+                        "--leader-election-lease".to_string(),
+                        format!("radwasm-{namespace}"),
+                    ]);
+                }
+                (None, client, namespace, Some(cluster))
+            }
+        };
+        let mut system = System {
+            apiserver,
+            radius: Some(radius),
+            client,
+            dir,
+            kubeconfig,
+            namespace,
+            backend,
+            cluster,
+            controller: None,
+            extra_args,
+            aggregator: None,
+        };
+        system.start_controller();
+        system
+    }
+
+    /// An embedded API server with the CRDs installed, its kubeconfig
+    /// written to `kubeconfig`.
+    async fn embedded(kubeconfig: &Path) -> (radwasm_sim_apiserver::ApiServer, Client) {
+        let apiserver =
+            radwasm_sim_apiserver::start(radwasm_sim_apiserver::ApiServerConfig::default())
+                .await
+                .expect("start the API server");
+        apiserver.write_kubeconfig(kubeconfig).expect("kubeconfig");
         let config = kube::Config::from_custom_kubeconfig(
             kube::config::Kubeconfig::from_yaml(&apiserver.kubeconfig_yaml())
                 .expect("kubeconfig yaml"),
@@ -68,18 +206,36 @@ impl System {
                 .await
                 .expect("install CRD");
         }
-        let mut system = System {
-            apiserver: Some(apiserver),
-            radius: Some(radius),
-            client,
-            dir,
-            kubeconfig,
-            controller: None,
-            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
-            aggregator: None,
-        };
-        system.start_controller();
-        system
+        (apiserver, client)
+    }
+
+    /// The shared real cluster (started by the first scenario that asks,
+    /// with the CRDs and deploy/rbac.yaml), a namespace of this scenario's
+    /// own on it, an admin client for the test, and the ServiceAccount's
+    /// kubeconfig for the controller written to `kubeconfig`.
+    async fn real(kubeconfig: &Path) -> (crate::realkube::ClusterHandle, Client, String) {
+        let cluster = crate::realkube::shared()
+            .await
+            .unwrap_or_else(|e| panic!("the real API server ({BACKEND_ENV}=real): {e:#}"));
+        let client = cluster.client().await.expect("admin client");
+        let namespace = scenario_namespace();
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let mut object = Namespace::default();
+        object.metadata.name = Some(namespace.clone());
+        namespaces
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("create the scenario's namespace");
+        cluster
+            .kubeconfig_for_service_account(
+                &client,
+                crate::realkube::CONTROLLER_NAMESPACE,
+                crate::realkube::CONTROLLER_SERVICE_ACCOUNT,
+                Some(kubeconfig),
+            )
+            .await
+            .expect("a token for the controller's ServiceAccount");
+        (cluster, client, namespace)
     }
 
     /// Like [`System::start`], but the controller runs as in a cluster: no
@@ -87,7 +243,7 @@ impl System {
     /// aggregated path `/apis/api.ucp.dev/v1alpha3`, served here by an
     /// aggregation proxy in front of the API server and the simulator.
     pub async fn start_aggregated() -> System {
-        let mut system = Self::start_with(&[], Duration::from_millis(300)).await;
+        let mut system = Self::start_on(Backend::Embedded, &[], Duration::from_millis(300)).await;
         system.kill_controller();
         let apiserver = system.apiserver.as_ref().expect("apiserver").base_url();
         let aggregator = Aggregator::start(apiserver.clone(), system.radius().base_url()).await;
@@ -144,6 +300,13 @@ impl System {
             .arg("127.0.0.1:0")
             .args(&self.extra_args)
             .env("RUST_LOG", "radwasm=debug,info")
+            // Every address is on loopback: never through a proxy.
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .env_remove("ALL_PROXY")
+            .env_remove("all_proxy")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -250,7 +413,7 @@ impl System {
     }
 
     pub fn templates(&self) -> Api<DeploymentTemplate> {
-        Api::namespaced(self.client.clone(), NS)
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     pub fn templates_in(&self, namespace: &str) -> Api<DeploymentTemplate> {
@@ -300,14 +463,37 @@ impl System {
     }
 
     pub fn resources(&self) -> Api<DeploymentResource> {
-        Api::namespaced(self.client.clone(), NS)
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Create a template in the scenario's namespace (whatever namespace
+    /// the object names).
     pub async fn create(&self, template: &DeploymentTemplate) {
+        let mut template = template.clone();
+        template.metadata.namespace = Some(self.namespace.clone());
         self.templates()
-            .create(&PostParams::default(), template)
+            .create(&PostParams::default(), &template)
             .await
             .expect("create template");
+    }
+
+    /// The leader-election Lease the controller holds with `--leader-elect`
+    /// (on the real server the harness gives each scenario its own Lease in
+    /// the controller's namespace, where deploy/rbac.yaml allows Leases).
+    pub async fn leader_lease(&self) -> k8s_openapi::api::coordination::v1::Lease {
+        let flag = |name: &str| {
+            self.extra_args
+                .iter()
+                .position(|a| a == name)
+                .and_then(|at| self.extra_args.get(at + 1))
+                .cloned()
+        };
+        let namespace = flag("--leader-election-namespace").unwrap_or_else(|| NS.to_string());
+        let name = flag("--leader-election-lease").unwrap_or_else(|| "radwasm-controller".into());
+        Api::namespaced(self.client.clone(), &namespace)
+            .get(&name)
+            .await
+            .unwrap_or_else(|e| panic!("Lease {namespace}/{name}: {e}"))
     }
 
     /// Wait until `check` holds for the template, or fail with the state and
@@ -375,7 +561,7 @@ impl System {
     /// Events recorded about `name`.
     pub async fn events_for(&self, name: &str) -> Vec<String> {
         let mut out = Vec::new();
-        let core: Api<Event> = Api::namespaced(self.client.clone(), NS);
+        let core: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
         if let Ok(list) = core.list(&ListParams::default()).await {
             for event in list.items {
                 if event.involved_object.name.as_deref() == Some(name) {
@@ -388,7 +574,7 @@ impl System {
             }
         }
         let modern: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.client.clone(), NS);
+            Api::namespaced(self.client.clone(), &self.namespace);
         if let Ok(list) = modern.list(&ListParams::default()).await {
             for event in list.items {
                 if event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name) {
@@ -581,7 +767,7 @@ impl Drop for PhaseRecorder {
 /// A fixture template's JSON text.
 pub fn fixture(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/arm-templates")
+        .join("../tests/fixtures/arm-templates")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

@@ -1,4 +1,4 @@
-//! Every Bicep-compiled fixture in `shared/fixtures/arm-templates`, evaluated
+//! Every Bicep-compiled fixture in `tests/fixtures/arm-templates`, evaluated
 //! and checked against resource ids worked out by hand from the fixture.
 
 mod common;

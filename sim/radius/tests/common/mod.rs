@@ -37,7 +37,7 @@ pub fn client() -> reqwest::Client {
 }
 
 pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/arm-templates")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/arm-templates")
 }
 
 pub fn fixture(name: &str) -> Value {
