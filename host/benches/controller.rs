@@ -1,4 +1,4 @@
-//! Controller benchmarks (issue 5), measured on the real `radwasm run`
+//! Controller benchmarks, measured on the real `radwasm run`
 //! process against the local stand-ins over loopback HTTP:
 //!
 //! * `time-to-ready`: from applying a `DeploymentTemplate` until its `Ready`

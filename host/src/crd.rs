@@ -3,7 +3,7 @@
 //! generated from these types (`radwasm crds`), never written by hand; a test
 //! keeps the two in sync.
 //!
-//! Field names and meanings follow the seed design and Radius' own
+//! Field names and meanings follow Radius' own
 //! implementation (`status.phrase`, `status.operation`, `status.statusHash`,
 //! `status.outputResources`), plus the standard `Ready` condition and the
 //! policy that took the last decision.

@@ -29,7 +29,7 @@ pub fn describe() -> Description {
         name: "default".to_string(),
         version: VERSION.to_string(),
         summary: "Deploys DeploymentTemplates through Radius, keeps one DeploymentResource per output resource, \
-                  repairs drift and deletes in a safe order (the seed design plus what Radius learned)."
+                  repairs drift, retries failed deployments with backoff and deletes in a safe order."
             .to_string(),
         annotations: vec![
             AnnotationDoc {

@@ -1,6 +1,6 @@
 //! The default decision for a `DeploymentResource`: track it while it lives;
-//! on deletion delete the Radius resource only if this template put it there
-//! (DESIGN §7), treat 404 as done, and retry failures on a fixed delay.
+//! on deletion delete the Radius resource only if this template put it there,
+//! treat 404 as done, and retry failures on a fixed delay.
 
 use radwasm_policy_model::{
     ConditionStatus, EventType, OperationKind, OperationResult, PolicyError, RESOURCE_FINALIZER,

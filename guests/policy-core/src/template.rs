@@ -1,5 +1,5 @@
-//! The default decision for a `DeploymentTemplate`: the seed design's control
-//! loop plus what Radius learned later (no redeploy without change, empty
+//! The default decision for a `DeploymentTemplate`: deploy, follow, settle
+//! and delete, with what running Radius taught (no redeploy without change, empty
 //! output means "remove everything", `ReadyPendingCleanup`, safe delete order).
 
 use radwasm_policy_model::{
@@ -420,7 +420,7 @@ fn settle_or_deploy(
     }
 
     if up_to_date {
-        // Nothing to deploy (DESIGN §7): keep the DeploymentResources in line
+        // Nothing to deploy: keep the DeploymentResources in line
         // with the last output and settle the phase.
         let converged = converge(observation, &status.output_resources, plan);
         let ready = ready_for(converged.phase, &converged.message);

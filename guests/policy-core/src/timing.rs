@@ -1,5 +1,5 @@
 //! Requeue delays of the default policy, in milliseconds. All bounded: no
-//! delay grows without limit (DESIGN §7: failed deletes retry on a bounded
+//! delay grows without limit (failed deletes retry on a bounded
 //! delay, not an ever-growing backoff).
 
 /// Poll a running operation this soon when Radius gives no `Retry-After`.

@@ -2,7 +2,7 @@
 //! resource groups, start deployments and deletions, and follow long-running
 //! operations. Nothing here decides anything; the policy does.
 //!
-//! * [`RadiusClient`] speaks the endpoints of DESIGN §5 with timeouts on every
+//! * [`RadiusClient`] speaks the Radius (UCP) endpoints listed in docs/radius.md with timeouts on every
 //!   request and jittered retries on 429/5xx/connection errors that honour
 //!   `Retry-After`.
 //! * [`ResumeToken`] is everything needed to continue polling an operation,
