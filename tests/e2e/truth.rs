@@ -516,3 +516,77 @@ async fn templates_that_depend_on_each_other_fail_naming_the_cycle() {
     assert_eq!(system.radius().stats().deployment_puts, 0);
     system.shutdown().await;
 }
+
+/// The value of the `radwasm_remembered_objects` gauge.
+async fn remembered_objects(system: &System) -> u64 {
+    let metrics = system.metrics().await;
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("radwasm_remembered_objects "))
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .map_or_else(|| panic!("no radwasm_remembered_objects in:\n{metrics}"), |v| v as u64)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_remembered_of_failing_objects_goes_when_they_are_deleted() {
+    // Every deployment fails, so each template is paced (remembered) after
+    // its failure; deleting them all must leave nothing remembered, well
+    // before the idle time-out (15 minutes).
+    const COUNT: usize = 40;
+    let system = System::start(&[]).await;
+    system
+        .radius()
+        .faults()
+        .fail_next_deployments(10_000, "RecipeFailed", "the cloud said no");
+    for at in 0..COUNT {
+        let mut object = template(
+            &format!("failing-{at}"),
+            &fixture("deploymenttemplate-outputresources-1.json"),
+            "",
+        );
+        object.metadata.annotations = Some(
+            [(
+                "radapp.io/deployment-retry".to_string(),
+                "never".to_string(),
+            )]
+            .into(),
+        );
+        system.create(&object).await;
+    }
+    for at in 0..COUNT {
+        system.wait_phase(&format!("failing-{at}"), "Failed").await;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while remembered_objects(&system).await < COUNT as u64 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failing templates are not remembered (pacing): {}",
+            remembered_objects(&system).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for at in 0..COUNT {
+        system
+            .templates()
+            .delete(&format!("failing-{at}"), &DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+    for at in 0..COUNT {
+        system.wait_gone(&format!("failing-{at}")).await;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = remembered_objects(&system).await;
+        if left == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{left} objects still remembered after all were deleted\n{}",
+            system.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    system.shutdown().await;
+}

@@ -105,6 +105,14 @@ impl ObjectMemory {
         .unwrap_or(MAX_ERROR_BACKOFF)
     }
 
+    /// The object is gone from the API server: nothing about it is needed
+    /// any more.
+    pub fn forget(&self, key: &str) {
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.remove(key);
+        }
+    }
+
     /// A reconcile finished without error.
     pub fn succeeded(&self, key: &str) {
         self.with(key, |entry| entry.errors = 0);
@@ -227,5 +235,17 @@ mod tests {
             memory.error_backoff(&format!("ns/failing-{i}"));
         }
         assert!(memory.len() <= 1_000, "{}", memory.len());
+    }
+
+    #[test]
+    fn a_deleted_object_is_forgotten_whatever_was_remembered() {
+        let memory = ObjectMemory::default();
+        memory.error_backoff("a");
+        memory.pace("a", Duration::from_secs(60), 1);
+        memory.wrote_over("a", Some("7".into()));
+        memory.pace("b", Duration::from_secs(60), 1);
+        memory.forget("a");
+        assert_eq!(memory.len(), 1);
+        assert_eq!(memory.error_backoff("a").as_secs(), 1, "starts afresh");
     }
 }

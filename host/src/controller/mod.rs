@@ -19,7 +19,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::controller::Controller;
 use kube::runtime::events::{Recorder, Reporter};
@@ -217,6 +217,21 @@ fn user_changes<K: Resource + 'static>() -> impl Predicate<K> + Send + 'static {
         .combine(deletion::<K>)
 }
 
+/// What is remembered of an object (error backoff, pacing, its last status
+/// write) goes as soon as its watch says it was deleted, rather than when it
+/// idles out. (An object deleted while the watch was re-listing is not
+/// announced; the idle time-out and the cap in `memory` cover it.)
+fn forget_deleted<K: driver::Reconciled>(
+    ctx: Arc<Context>,
+) -> impl Fn(&watcher::Event<K>) + Send + 'static {
+    move |event| {
+        if let watcher::Event::Delete(object) = event {
+            ctx.memory.forget(&driver::key(object));
+            ctx.metrics.set_remembered_objects(ctx.memory.len());
+        }
+    }
+}
+
 /// Run both controllers until `shutdown` is cancelled; in-flight reconciles
 /// finish first. `readiness` turns ready once both caches have synced.
 pub async fn run(
@@ -232,12 +247,14 @@ pub async fn run(
     let (template_store, template_writer) = reflector::store();
     let template_trigger = watcher(templates.clone(), watcher::Config::default())
         .default_backoff()
+        .inspect_ok(forget_deleted::<DeploymentTemplate>(ctx.clone()))
         .reflect(template_writer)
         .applied_objects()
         .predicate_filter(user_changes(), Default::default());
     let (resource_store, resource_writer) = reflector::store();
     let resource_trigger = watcher(resources.clone(), watcher::Config::default())
         .default_backoff()
+        .inspect_ok(forget_deleted::<DeploymentResource>(ctx.clone()))
         .reflect(resource_writer)
         .applied_objects()
         .predicate_filter(user_changes(), Default::default());
