@@ -48,9 +48,7 @@ impl FaultsHandle {
     /// Forget the change history: resuming a watch from any earlier
     /// resourceVersion answers 410 Gone, so clients must relist.
     pub fn expire_history(&self) {
-        if let Ok(mut store) = self.store.lock() {
-            store.expire_history();
-        }
+        crate::store::lock(&self.store).expire_history();
     }
 
     /// Switch every fault off.

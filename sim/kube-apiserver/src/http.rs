@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -31,6 +31,13 @@ pub(crate) struct AppState {
     /// re-watching at that moment) ends at once instead of holding the
     /// graceful shutdown open until its timeout.
     pub closing: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl AppState {
+    /// The store, locked; usable even after a panic (see `store::lock`).
+    fn lock_store(&self) -> MutexGuard<'_, Store> {
+        crate::store::lock(&self.store)
+    }
 }
 
 type ApiResult = Result<Response, ApiError>;
@@ -162,7 +169,7 @@ async fn route(state: &AppState, request: Request) -> ApiResult {
             &json!({"swagger": "2.0", "info": {"title": "radwasm embedded API server", "version": "v1.33.0"}, "paths": {}, "definitions": {}}),
         ),
         ["openapi", "v3"] => {
-            let store = state.store.lock().expect("store lock");
+            let store = state.lock_store();
             ok(&crate::openapi::root(store.kinds()))
         }
         ["openapi", "v3", "api", version] => openapi_group_version(state, "", version),
@@ -189,7 +196,7 @@ async fn route(state: &AppState, request: Request) -> ApiResult {
 }
 
 fn openapi_group_version(state: &AppState, group: &str, version: &str) -> ApiResult {
-    let store = state.store.lock().expect("store lock");
+    let store = state.lock_store();
     if !store
         .kinds()
         .iter()
@@ -209,7 +216,7 @@ fn openapi_group_version(state: &AppState, group: &str, version: &str) -> ApiRes
 }
 
 fn group_list(state: &AppState) -> Value {
-    let store = state.store.lock().expect("store lock");
+    let store = state.lock_store();
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for kind in store.kinds().iter().filter(|k| !k.group.is_empty()) {
         match groups.iter_mut().find(|(g, _)| *g == kind.group) {
@@ -233,7 +240,7 @@ fn group_json(group: &str, versions: &[String]) -> Value {
 }
 
 fn group_doc(state: &AppState, group: &str) -> ApiResult {
-    let store = state.store.lock().expect("store lock");
+    let store = state.lock_store();
     let mut versions: Vec<String> = Vec::new();
     for kind in store.kinds().iter().filter(|k| k.group == group) {
         if !versions.contains(&kind.version) {
@@ -250,7 +257,7 @@ fn group_doc(state: &AppState, group: &str) -> ApiResult {
 }
 
 fn resource_list(state: &AppState, group: &str, version: &str) -> Value {
-    let store = state.store.lock().expect("store lock");
+    let store = state.lock_store();
     let resources: Vec<Value> = store
         .kinds()
         .iter()
@@ -271,7 +278,7 @@ fn resolve(
     version: &str,
     rest: &[&str],
 ) -> Result<Target, ApiError> {
-    let store = state.store.lock().expect("store lock");
+    let store = state.lock_store();
     let find = |plural: &str| {
         store
             .kind_version(group, version, plural)
@@ -466,12 +473,24 @@ fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
     response
 }
 
+/// A create, update or apply body must be an object; refused before a dry
+/// run serves it back as one.
+fn require_object(body: &Value) -> Result<(), ApiError> {
+    if body.is_object() {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ))
+    }
+}
+
 fn dry_run(query: &HashMap<String, String>) -> bool {
     query.get("dryRun").is_some_and(|d| d == "All")
 }
 
 fn get(state: &AppState, target: &Target) -> ApiResult {
-    let store = state.store.lock().expect("store lock");
+    let store = state.lock_store();
     let key = key(target);
     let object = store
         .get(&key)
@@ -553,7 +572,7 @@ fn list(state: &AppState, target: &Target, query: &HashMap<String, String>) -> A
         }
         None => None,
     };
-    let mut store = state.store.lock().expect("store lock");
+    let mut store = state.lock_store();
     let (rv, items, start) = match continued {
         Some(token) => {
             let items = store.snapshot(token.rv, &scope).ok_or_else(|| {
@@ -614,6 +633,7 @@ fn create(
     body: Value,
     query: &HashMap<String, String>,
 ) -> ApiResult {
+    require_object(&body)?;
     let namespace = target.namespace.clone().unwrap_or_default();
     if let Some(given) = body.pointer("/metadata/namespace").and_then(Value::as_str)
         && target.kind.namespaced
@@ -634,7 +654,7 @@ fn create(
     }
     let warnings = check_fields(target, &body, query)?;
     let body = kinds::to_storage(&target.kind, body);
-    let mut store = state.store.lock().expect("store lock");
+    let mut store = state.lock_store();
     if dry_run(query) {
         return Ok(json_response(
             StatusCode::CREATED,
@@ -655,10 +675,11 @@ fn update(
     body: Value,
     query: &HashMap<String, String>,
 ) -> ApiResult {
+    require_object(&body)?;
     let key = key(target);
     let warnings = check_fields(target, &body, query)?;
     let body = kinds::to_storage(&target.kind, body);
-    let mut store = state.store.lock().expect("store lock");
+    let mut store = state.lock_store();
     if dry_run(query) {
         return ok(&served(&target.kind, &body));
     }
@@ -735,11 +756,12 @@ fn patch(
         ));
     }
     let key = key(target);
-    let mut store = state.store.lock().expect("store lock");
+    let mut store = state.lock_store();
     let Some(current) = store.get(&key) else {
         if apply && !target.status {
             // Server-side apply of a new object creates it (documented gap:
             // no field ownership).
+            require_object(&body)?;
             let warnings = check_fields(target, &body, query)?;
             if dry_run(query) {
                 return Ok(json_response(
@@ -766,7 +788,11 @@ fn patch(
         "application/json-patch+json" => {
             let operations: json_patch::Patch = serde_json::from_value(body)
                 .map_err(|e| ApiError::bad_request(format!("the JSON patch is not valid: {e}")))?;
-            json_patch::patch(&mut document, &operations).map_err(|e| {
+            // `patch_unsafe`: on an error `document`, a copy, is dropped,
+            // so nothing needs undoing. `patch` undoes the applied operations
+            // instead, and panics where it cannot (a value moved over its
+            // parent, then a failing operation), with the store locked.
+            json_patch::patch_unsafe(&mut document, &operations).map_err(|e| {
                 ApiError::new(
                     422,
                     "Invalid",
@@ -842,7 +868,7 @@ fn delete(
     let rv = body
         .pointer("/preconditions/resourceVersion")
         .and_then(Value::as_str);
-    let mut store = state.store.lock().expect("store lock");
+    let mut store = state.lock_store();
     if dry_run(query) {
         let object = store.get(&key).ok_or_else(|| {
             ApiError::not_found(&target.kind.group, &target.kind.plural, &key.name)
@@ -873,7 +899,7 @@ fn delete_collection(
 ) -> ApiResult {
     let filter = filter_from(target, query)?;
     let propagation = propagation(&body, query)?;
-    let mut store = state.store.lock().expect("store lock");
+    let mut store = state.lock_store();
     let doomed = store.list(&target.storage, target.namespace.as_deref(), &filter);
     let mut items = Vec::new();
     for (key, _) in doomed {
@@ -932,7 +958,7 @@ fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> 
     };
 
     let (mut subscription, mut backlog, mut last_rv) = {
-        let store = state.store.lock().expect("store lock");
+        let store = state.lock_store();
         let subscription = store.events.subscribe();
         let now = store.resource_version();
         match from {
@@ -1126,7 +1152,7 @@ async fn admin_request(state: &AppState, path: &str, request: Request) -> Respon
             json_response(StatusCode::OK, &json!({"expired": true}))
         }
         (Method::GET, "stats") => {
-            let store = state.store.lock().expect("store lock");
+            let store = state.lock_store();
             json_response(
                 StatusCode::OK,
                 &json!({"resourceVersion": store.resource_version(), "oldestResourceVersion": store.oldest_rv()}),

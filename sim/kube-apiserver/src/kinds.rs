@@ -282,7 +282,9 @@ pub fn to_served(kind: &Kind, object: &Value) -> Value {
             object["deprecatedCount"] = count;
         }
     }
-    object["apiVersion"] = json!(kind.api_version());
+    if let Some(map) = object.as_object_mut() {
+        map.insert("apiVersion".into(), json!(kind.api_version()));
+    }
     object
 }
 

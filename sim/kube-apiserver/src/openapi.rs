@@ -82,10 +82,17 @@ pub fn group_version(kinds: &[Kind], group: &str, version: &str) -> Value {
         let gvk = json!({"group": kind.group, "version": kind.version, "kind": kind.kind});
         if let Some(map) = schema.as_object_mut() {
             map.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
-            let properties = map.entry("properties").or_insert_with(|| json!({}));
-            properties["apiVersion"] = json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"});
-            properties["kind"] = json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"});
-            properties["metadata"] = json!({"allOf": [{"$ref": format!("#/components/schemas/{OBJECT_META}")}], "default": {}, "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"});
+            let properties = map.entry("properties").or_insert(Value::Null);
+            if properties.is_null() {
+                *properties = json!({});
+            }
+            // A CRD's `properties` that is not an object (the real server
+            // refuses such a CRD) is published as it is.
+            if let Some(properties) = properties.as_object_mut() {
+                properties.insert("apiVersion".into(), json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"}));
+                properties.insert("kind".into(), json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}));
+                properties.insert("metadata".into(), json!({"allOf": [{"$ref": format!("#/components/schemas/{OBJECT_META}")}], "default": {}, "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}));
+            }
         }
         schemas.insert(name.clone(), schema);
         schemas.insert(

@@ -4,7 +4,7 @@
 //! finalizers, owner-reference garbage collection, CRD registration).
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -75,6 +75,24 @@ pub struct Store {
     /// selectors taken with no write in between have the same one.
     snapshots: VecDeque<(u64, ListScope, Snapshot)>,
     pub events: broadcast::Sender<Arc<Change>>,
+}
+
+/// Lock the store, recovering it if a panic poisoned the lock.
+///
+/// No input may make a handler panic; should one (a bug), a poisoned lock
+/// would fail every later request and so stop the server. Recovering is
+/// safe because a panic with the lock held cannot leave the store
+/// half-changed: handlers check and patch copies before they call a `Store`
+/// method that changes anything, those methods check before they change,
+/// and each change is one `commit`, which does what can panic before it
+/// changes anything. Between the commits of one operation (namespace
+/// termination, garbage collection, a CRD's removal) the only indexing is
+/// into stored objects' `metadata`, which `create` and `update` always
+/// store as an object.
+pub(crate) fn lock(store: &Mutex<Store>) -> MutexGuard<'_, Store> {
+    store
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 const FOREGROUND: &str = "foregroundDeletion";
@@ -210,8 +228,11 @@ impl Store {
         mut object: Value,
         old: Option<Arc<Value>>,
     ) -> Arc<Value> {
-        self.rv += 1;
-        object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        // Nothing below the version's assignment can panic, and nothing
+        // above it changes the store (see `lock`).
+        let rv = self.rv + 1;
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        self.rv = rv;
         let object = Arc::new(object);
         match change {
             ChangeType::Deleted => {
