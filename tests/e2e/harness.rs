@@ -127,6 +127,24 @@ impl System {
     /// [`System::start_with`] on a given API server, whatever
     /// `RADWASM_E2E_APISERVER` says.
     pub async fn start_on(backend: Backend, extra_args: &[&str], deploy_time: Duration) -> System {
+        Self::start_as(
+            backend,
+            crate::realkube::CONTROLLER_SERVICE_ACCOUNT,
+            extra_args,
+            deploy_time,
+        )
+        .await
+    }
+
+    /// [`System::start_on`], the controller running (on the real server) as
+    /// ServiceAccount `service_account` of namespace `radwasm-system`
+    /// instead of `radwasm`, e.g. one bound to a narrower role.
+    pub async fn start_as(
+        backend: Backend,
+        service_account: &str,
+        extra_args: &[&str],
+        deploy_time: Duration,
+    ) -> System {
         let radius = radwasm_sim_radius::start(radwasm_sim_radius::SimConfig {
             deploy_duration: deploy_time,
             delete_duration: Duration::from_millis(100),
@@ -144,8 +162,10 @@ impl System {
                 (Some(apiserver), client, NS.to_string(), None)
             }
             Backend::Real => {
-                let (cluster, client, namespace) = Self::real(&kubeconfig).await;
-                let has = |flag: &str| extra_args.iter().any(|a| a == flag);
+                let (cluster, client, namespace) =
+                    Self::real(&kubeconfig, service_account).await;
+                let given = extra_args.clone();
+                let has = |flag: &str| given.iter().any(|a| a == flag);
                 // Its own namespace, so scenarios sharing the cluster never
                 // see each other's objects; its own Lease, in the namespace
                 // where deploy/rbac.yaml lets the ServiceAccount hold one.
@@ -213,7 +233,10 @@ impl System {
     /// with the CRDs and deploy/rbac.yaml), a namespace of this scenario's
     /// own on it, an admin client for the test, and the ServiceAccount's
     /// kubeconfig for the controller written to `kubeconfig`.
-    async fn real(kubeconfig: &Path) -> (crate::realkube::ClusterHandle, Client, String) {
+    async fn real(
+        kubeconfig: &Path,
+        service_account: &str,
+    ) -> (crate::realkube::ClusterHandle, Client, String) {
         let cluster = crate::realkube::shared()
             .await
             .unwrap_or_else(|e| panic!("the real API server ({BACKEND_ENV}=real): {e:#}"));
@@ -230,7 +253,7 @@ impl System {
             .kubeconfig_for_service_account(
                 &client,
                 crate::realkube::CONTROLLER_NAMESPACE,
-                crate::realkube::CONTROLLER_SERVICE_ACCOUNT,
+                service_account,
                 Some(kubeconfig),
             )
             .await

@@ -18,6 +18,7 @@ use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -54,6 +55,24 @@ const BINARIES: [&str; 3] = ["etcd", "kube-apiserver", "kube-controller-manager"
 const ETCD_READY: Duration = Duration::from_secs(60);
 const APISERVER_READY: Duration = Duration::from_secs(180);
 const CONTROLLER_MANAGER_READY: Duration = Duration::from_secs(120);
+
+/// The audit log kube-apiserver writes in the cluster's temp dir: every
+/// request made by a ServiceAccount (the controller under test), metadata
+/// only (who, verb, resource, namespace, response code). The controller
+/// manager and the tests act as the admin, so they are not logged.
+pub const AUDIT_LOG: &str = "audit.log";
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [\"RequestReceived\"]
+rules:
+  - level: Metadata
+    userGroups: [\"system:serviceaccounts\"]
+  - level: None
+";
+
+/// Where `deploy/rbac.yaml` puts the controller's ServiceAccount.
+pub const CONTROLLER_NAMESPACE: &str = "radwasm-system";
+pub const CONTROLLER_SERVICE_ACCOUNT: &str = "radwasm";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -356,6 +375,7 @@ impl RealCluster {
         let serving_key = write(&d.join("apiserver.key"), &pki.serving_key)?;
         let sa_key = write(&d.join("sa.key"), &pki.sa_private_key)?;
         let sa_pub = write(&d.join("sa.pub"), &pki.sa_public_key)?;
+        let audit_policy = write(&d.join("audit-policy.yaml"), AUDIT_POLICY)?;
 
         let (etcd_port, l1) = free_port()?;
         let (peer_port, l2) = free_port()?;
@@ -432,11 +452,19 @@ impl RealCluster {
             format!("--tls-private-key-file={}", path(&serving_key)),
             format!("--client-ca-file={}", path(&ca)),
             "--authorization-mode=Node,RBAC".to_string(),
+            // Off by default upstream, on in some distributions (OpenShift):
+            // setting `blockOwnerDeletion` in an ownerReference needs
+            // `update` on the owner's `finalizers` subresource. On here so
+            // that the rule deploy/rbac.yaml has for it is exercised.
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".to_string(),
             format!("--service-account-issuer={server}"),
             format!("--service-account-key-file={}", path(&sa_pub)),
             format!("--service-account-signing-key-file={}", path(&sa_key)),
             format!("--service-cluster-ip-range={SERVICE_CIDR}"),
             "--profiling=false".to_string(),
+            format!("--audit-policy-file={}", path(&audit_policy)),
+            format!("--audit-log-path={}", path(&d.join(AUDIT_LOG))),
+            "--audit-log-format=json".to_string(),
         ];
         procs.spawn(
             d,
@@ -554,7 +582,62 @@ impl RealCluster {
     /// Mint a one-hour token for ServiceAccount `ns/name` through the
     /// TokenRequest API and write a kubeconfig that uses it; returns its path.
     pub async fn kubeconfig_for_service_account(&self, ns: &str, name: &str) -> Result<PathBuf> {
-        let sas: Api<ServiceAccount> = Api::namespaced(self.client(), ns);
+        self.handle()
+            .kubeconfig_for_service_account(&self.client, ns, name, None)
+            .await
+    }
+
+    /// The cluster's addresses and files, usable from any tokio runtime.
+    pub fn handle(&self) -> ClusterHandle {
+        ClusterHandle {
+            server: self.server.clone(),
+            ca_pem: self.ca_pem.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            dir: self.dir.path().to_path_buf(),
+            startup: self.startup,
+        }
+    }
+
+    /// Run kubectl against this cluster (admin), bounded to 60 s.
+    pub async fn kubectl(&self, args: &[&str]) -> Result<std::process::Output> {
+        kubectl(self.kubeconfig_path(), args).await
+    }
+}
+
+/// A running cluster as any test can use it, whatever tokio runtime it runs
+/// on: addresses and files only. (A kube-rs `Client` belongs to the runtime
+/// that built it: its background task dies with that runtime.)
+#[derive(Clone, Debug)]
+pub struct ClusterHandle {
+    /// `https://127.0.0.1:<port>`.
+    pub server: String,
+    pub ca_pem: String,
+    /// The admin kubeconfig (group `system:masters`).
+    pub kubeconfig: PathBuf,
+    /// The cluster's temp dir (logs, certificates, kubeconfigs, audit log).
+    pub dir: PathBuf,
+    /// How long the control plane took to start.
+    pub startup: Duration,
+}
+
+impl ClusterHandle {
+    /// A new admin client on the caller's runtime.
+    pub async fn client(&self) -> Result<Client> {
+        client_for(&self.kubeconfig).await
+    }
+
+    /// Mint a one-hour token for ServiceAccount `ns/name` with `client`
+    /// (which must be allowed to create `serviceaccounts/token`) and write
+    /// a kubeconfig that uses it to `path` (default: a file named after the
+    /// ServiceAccount in the cluster's dir); returns its path.
+    pub async fn kubeconfig_for_service_account(
+        &self,
+        client: &Client,
+        ns: &str,
+        name: &str,
+        path: Option<&Path>,
+    ) -> Result<PathBuf> {
+        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
         let request = TokenRequest {
             spec: TokenRequestSpec {
                 expiration_seconds: Some(3600),
@@ -572,16 +655,246 @@ impl RealCluster {
             .ok_or_else(|| anyhow!("TokenRequest for {ns}/{name} returned no token"))?;
         let user = format!("    token: {token}\n");
         let user_name = format!("system:serviceaccount:{ns}:{name}");
+        let path = path.map_or_else(
+            || self.dir.join(format!("sa-{ns}-{name}.kubeconfig")),
+            Path::to_path_buf,
+        );
         write(
-            &self.dir().join(format!("sa-{ns}-{name}.kubeconfig")),
+            &path,
             &kubeconfig_yaml(&self.server, &self.ca_pem, &user_name, &user),
         )
     }
 
     /// Run kubectl against this cluster (admin), bounded to 60 s.
     pub async fn kubectl(&self, args: &[&str]) -> Result<std::process::Output> {
-        kubectl(self.kubeconfig_path(), args).await
+        kubectl(&self.kubeconfig, args).await
     }
+
+    /// The audit log's records (see [`AUDIT_LOG`]) of requests made by
+    /// `user` so far, as JSON.
+    pub fn audit_records(&self, user: &str) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.join(AUDIT_LOG))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|record| record["user"]["username"] == user)
+            .collect()
+    }
+}
+
+/// The cluster shared by every test of this process that asks for one.
+static SHARED: OnceLock<std::result::Result<ClusterHandle, String>> = OnceLock::new();
+/// What the exit handler stops and removes: the children's pids, the temp
+/// dir, and whether to keep it.
+static SHARED_CLEANUP: Mutex<Option<(Vec<u32>, PathBuf, bool)>> = Mutex::new(None);
+
+/// The real control plane shared by the tests of this process, started on
+/// the first call and prepared for the product once: its CRDs
+/// (`deploy/crds/`) Established, and `deploy/namespace.yaml` and
+/// `deploy/rbac.yaml` applied as they are, so the controller can run as the
+/// `radwasm-system/radwasm` ServiceAccount. Each test uses namespaces of its
+/// own on it. The cluster lives until the process exits: its children are
+/// owned by a thread that never ends (their parent-death signal follows that
+/// thread), and an exit handler kills them and removes the temp dir.
+pub async fn shared() -> Result<ClusterHandle> {
+    let shared = tokio::task::spawn_blocking(|| SHARED.get_or_init(start_shared).clone())
+        .await
+        .context("starting the shared cluster")?;
+    shared.map_err(|e| anyhow!("{e}"))
+}
+
+fn start_shared() -> std::result::Result<ClusterHandle, String> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("realkube-shared".to_string())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = sender.send(Err(format!("tokio runtime: {e}")));
+                    return;
+                }
+            };
+            let started = runtime.block_on(async {
+                let cluster = RealCluster::start().await?;
+                if let Err(e) = prepare_for_product(&cluster).await {
+                    bail!(
+                        "preparing the shared cluster for the product failed: {e:#}{}",
+                        cluster.procs.log_tails(40)
+                    );
+                }
+                Ok(cluster)
+            });
+            match started {
+                Ok(cluster) => {
+                    let keep = std::env::var(KEEP_ENV).is_ok_and(|v| v == "1");
+                    if let Ok(mut cleanup) = SHARED_CLEANUP.lock() {
+                        *cleanup = Some((
+                            cluster.procs.0.iter().map(|p| p.child.id()).collect(),
+                            cluster.dir().to_path_buf(),
+                            keep,
+                        ));
+                    }
+                    // SAFETY: registers a plain `extern "C" fn` with no arguments.
+                    unsafe {
+                        libc::atexit(stop_shared_cluster);
+                    }
+                    let _ = sender.send(Ok(cluster.handle()));
+                    // Own the children (and the runtime) for the rest of the
+                    // process.
+                    loop {
+                        std::thread::park();
+                    }
+                }
+                Err(e) => {
+                    let _ = sender.send(Err(format!("{e:#}")));
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        return Err(format!(
+            "cannot start the thread owning the shared cluster: {e}"
+        ));
+    }
+    receiver
+        .recv()
+        .unwrap_or_else(|_| Err("the thread starting the shared cluster died".to_string()))
+}
+
+/// At process exit: kill the shared cluster's processes (newest first),
+/// reap them, and remove its temp dir unless asked to keep it.
+extern "C" fn stop_shared_cluster() {
+    let Some((pids, dir, keep)) = SHARED_CLEANUP.lock().ok().and_then(|mut c| c.take()) else {
+        return;
+    };
+    for pid in pids.iter().rev() {
+        let Ok(pid) = libc::pid_t::try_from(*pid) else {
+            continue;
+        };
+        // SAFETY: plain syscalls on our own children.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+    }
+    if !keep {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Install what the product needs as an operator would: the CRDs, the
+/// controller's namespace and its RBAC, all from `deploy/` as committed;
+/// then wait until the CRDs are served and RBAC lets the ServiceAccount
+/// list them (the authorizer's caches lag the writes a little).
+async fn prepare_for_product(cluster: &RealCluster) -> Result<()> {
+    let deploy = repo_root().join("deploy");
+    let file = |name: &str| deploy.join(name).display().to_string();
+    let (crds, namespace, rbac) = (
+        file("crds/radapp.io_v1alpha3.yaml"),
+        file("namespace.yaml"),
+        file("rbac.yaml"),
+    );
+    let out = cluster
+        .kubectl(&[
+            "apply",
+            "--server-side",
+            "-f",
+            &crds,
+            "-f",
+            &namespace,
+            "-f",
+            &rbac,
+        ])
+        .await?;
+    if !out.status.success() {
+        bail!(
+            "kubectl apply of deploy/crds, deploy/namespace.yaml and deploy/rbac.yaml failed: \
+             {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    for crd in [
+        "deploymenttemplates.radapp.io",
+        "deploymentresources.radapp.io",
+    ] {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            await_condition(crds.clone(), crd, conditions::is_crd_established()),
+        )
+        .await
+        .map_err(|_| anyhow!("{crd} not Established within 60 s"))??;
+    }
+    let user = format!("system:serviceaccount:{CONTROLLER_NAMESPACE}:{CONTROLLER_SERVICE_ACCOUNT}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !can(
+        &cluster.client(),
+        &user,
+        "list",
+        "radapp.io",
+        "deploymenttemplates",
+        None,
+    )
+    .await?
+    {
+        if Instant::now() > deadline {
+            bail!("RBAC does not let {user} list deploymenttemplates 60 s after deploy/rbac.yaml");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Whether RBAC lets `user` (with the groups of a ServiceAccount when it is
+/// one) do `verb` on `group`/`resource` (`resource/subresource` allowed) in
+/// `namespace` (all namespaces when `None`): a SubjectAccessReview.
+pub async fn can(
+    client: &Client,
+    user: &str,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) -> Result<bool> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let (resource, subresource) = match resource.split_once('/') {
+        Some((resource, sub)) => (resource, Some(sub.to_string())),
+        None => (resource, None),
+    };
+    let mut groups = vec!["system:authenticated".to_string()];
+    if let Some(rest) = user.strip_prefix("system:serviceaccount:")
+        && let Some((ns, _)) = rest.split_once(':')
+    {
+        groups.push("system:serviceaccounts".to_string());
+        groups.push(format!("system:serviceaccounts:{ns}"));
+    }
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.to_string()),
+            groups: Some(groups),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.to_string()),
+                group: Some(group.to_string()),
+                resource: Some(resource.to_string()),
+                subresource,
+                namespace: namespace.map(str::to_string),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .context("SubjectAccessReview")?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
 impl Drop for RealCluster {
@@ -627,7 +940,7 @@ fn ok_stdout(out: &std::process::Output, what: &str) -> String {
 }
 
 /// Poll `check` until it yields a value; panic after `within`.
-async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Option<T>>>,
@@ -649,17 +962,17 @@ where
 }
 
 /// The product's CRDs and example on the real API server, garbage collection
-/// by the real controller manager, and a TokenRequest-minted identity that
-/// RBAC refuses.
-#[tokio::test]
+/// by the real controller manager, a TokenRequest-minted identity that RBAC
+/// refuses, `kubectl apply -k deploy/`, and kubectl's views of the product's
+/// objects while the controller (a process, as the deployed ServiceAccount)
+/// reconciles them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_control_plane_serves_product_crds_gc_and_service_account_tokens() {
     if skip_requested() {
         return;
     }
-    let cluster = RealCluster::start()
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    let client = cluster.client();
+    let cluster = shared().await.unwrap_or_else(|e| panic!("{e:#}"));
+    let client = cluster.client().await.unwrap();
     let root = repo_root();
 
     // The product's generated CRDs, applied as a user would, become
@@ -727,7 +1040,7 @@ async fn real_control_plane_serves_product_crds_gc_and_service_account_tokens() 
     )
     .unwrap();
     example["metadata"]["namespace"] = ns.into();
-    let example_path = cluster.dir().join("app.yaml");
+    let example_path = cluster.dir.join("app.yaml");
     std::fs::write(&example_path, serde_yaml::to_string(&example).unwrap()).unwrap();
     let out = cluster
         .kubectl(&[
@@ -815,7 +1128,7 @@ async fn real_control_plane_serves_product_crds_gc_and_service_account_tokens() 
     .await
     .unwrap();
     let sa_kubeconfig = cluster
-        .kubeconfig_for_service_account(ns, "reader")
+        .kubeconfig_for_service_account(&client, ns, "reader", None)
         .await
         .unwrap();
     let sa_client = client_for(&sa_kubeconfig).await.unwrap();
@@ -848,6 +1161,209 @@ async fn real_control_plane_serves_product_crds_gc_and_service_account_tokens() 
     .await
     .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "no");
-    assert!(cluster.server().starts_with("https://127.0.0.1:"));
+    assert!(cluster.server.starts_with("https://127.0.0.1:"));
+
+    kustomization_applies_but_its_pods_never_run(&cluster).await;
+    kubectl_views_the_objects_the_controller_reconciles(&cluster).await;
     eprintln!("realkube: startup took {:?}", cluster.startup);
+}
+
+/// `kubectl apply -k deploy/` as an operator would run it: every object is
+/// accepted (CRDs, namespace, RBAC, policy ConfigMap, Deployment); the
+/// Deployment's Pods are created by the controller manager but never
+/// scheduled or run (there are no nodes, scheduler or kubelet here, so the
+/// image is never pulled).
+async fn kustomization_applies_but_its_pods_never_run(cluster: &ClusterHandle) {
+    let deploy = repo_root().join("deploy").display().to_string();
+    let out = cluster.kubectl(&["apply", "-k", &deploy]).await.unwrap();
+    let applied = ok_stdout(&out, "kubectl apply -k deploy/");
+    for object in [
+        "customresourcedefinition.apiextensions.k8s.io/deploymenttemplates.radapp.io",
+        "customresourcedefinition.apiextensions.k8s.io/deploymentresources.radapp.io",
+        "namespace/radwasm-system",
+        "serviceaccount/radwasm",
+        "role.rbac.authorization.k8s.io/radwasm",
+        "clusterrole.rbac.authorization.k8s.io/radwasm",
+        "rolebinding.rbac.authorization.k8s.io/radwasm",
+        "clusterrolebinding.rbac.authorization.k8s.io/radwasm",
+        "configmap/radwasm-policy",
+        "deployment.apps/radwasm",
+    ] {
+        assert!(applied.contains(object), "{object} not applied:\n{applied}");
+    }
+    // The ReplicaSet's two Pods exist, with the ServiceAccount's token
+    // mounted by admission, and stay Pending on no node.
+    let client = cluster.client().await.unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(client, CONTROLLER_NAMESPACE);
+    let listed = eventually(
+        "the Deployment's two Pods are created",
+        Duration::from_secs(60),
+        || {
+            let pods = pods.clone();
+            async move {
+                let list = pods
+                    .list(&ListParams::default().labels("app.kubernetes.io/name=radwasm"))
+                    .await?;
+                Ok((list.items.len() == 2).then_some(list.items))
+            }
+        },
+    )
+    .await;
+    for pod in listed {
+        let spec = pod.spec.unwrap_or_default();
+        assert_eq!(spec.service_account_name.as_deref(), Some("radwasm"));
+        assert!(spec.node_name.is_none(), "no node to run on");
+        assert_eq!(
+            pod.status.and_then(|s| s.phase).as_deref(),
+            Some("Pending")
+        );
+    }
+}
+
+/// With the controller running (`radwasm run`, as the ServiceAccount of
+/// deploy/rbac.yaml) the bundled example goes Ready, and kubectl's `get`,
+/// `describe`, `wait` and `explain` show what it did.
+async fn kubectl_views_the_objects_the_controller_reconciles(cluster: &ClusterHandle) {
+    use crate::harness::{Backend, System};
+    let system = System::start_on(Backend::Real, &[], Duration::from_millis(300)).await;
+    let ns = system.namespace.clone();
+    let mut example: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo_root().join("deploy/examples/app.yaml")).unwrap(),
+    )
+    .unwrap();
+    example["metadata"]["namespace"] = ns.clone().into();
+    let example_path = system.dir.path().join("example.yaml");
+    std::fs::write(&example_path, serde_yaml::to_string(&example).unwrap()).unwrap();
+    let run = |args: Vec<String>| async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = cluster.kubectl(&args).await.unwrap();
+        ok_stdout(&out, &format!("kubectl {}", args.join(" ")))
+    };
+    let args = |text: &str| -> Vec<String> {
+        text.split_whitespace()
+            .map(|a| a.replace("{ns}", &ns))
+            .chain([format!("--namespace={ns}")])
+            .collect()
+    };
+    run(vec![
+        "apply".into(),
+        "-f".into(),
+        example_path.display().to_string(),
+    ])
+    .await;
+    run(args(
+        "wait --for=condition=Ready deploymenttemplate/demo --timeout=60s",
+    ))
+    .await;
+    let got = run(args("get deploymenttemplates")).await;
+    assert!(
+        got.contains("PHASE") && got.contains("POLICY") && got.contains("demo"),
+        "{got}"
+    );
+    let row = got.lines().find(|l| l.starts_with("demo")).unwrap_or_default();
+    assert!(row.contains("Ready") && row.contains("default"), "{got}");
+    let got = run(args("get radius -o wide")).await;
+    assert_eq!(
+        got.lines()
+            .filter(|l| l.starts_with("deploymentresource.radapp.io/"))
+            .count(),
+        3,
+        "one DeploymentResource per Radius resource:\n{got}"
+    );
+    assert!(got.contains("/providers/Applications.Core/"), "{got}");
+    let described = eventually(
+        "kubectl describe shows the controller's Events",
+        Duration::from_secs(30),
+        || {
+            let args = args("describe deploymenttemplate demo");
+            async move {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let out = cluster.kubectl(&args).await?;
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                Ok((out.status.success() && text.contains("DeploymentSucceeded")).then_some(text))
+            }
+        },
+    )
+    .await;
+    for text in ["Phrase:", "Ready", "Output Resources:", "Events:"] {
+        assert!(described.contains(text), "{text} missing:\n{described}");
+    }
+    let explained = run(vec!["explain".into(), "deploymenttemplates.status".into()]).await;
+    assert!(explained.contains("phrase"), "{explained}");
+    let explained = run(vec!["explain".into(), "deploymentresources.spec".into()]).await;
+    assert!(explained.contains("id"), "{explained}");
+    // Deleting waits for the controller to remove its finalizer after the
+    // Radius resources are gone.
+    run(args("delete deploymenttemplate demo --timeout=60s")).await;
+    assert!(system.radius().resource_ids().is_empty());
+    let left = run(args("get deploymentresources -o name")).await;
+    assert!(left.trim().is_empty(), "{left}");
+    system.shutdown().await;
+}
+
+/// How long the whole scenario suite may take on the real API server before
+/// the run is stopped and reported as failed.
+const REAL_SUITE_BOUND: Duration = Duration::from_secs(30 * 60);
+
+/// The scenario suite again, on the real API server: this test binary runs
+/// itself once more with `RADWASM_E2E_APISERVER=real`, so that
+/// `cargo test --locked` runs every scenario on both servers. Skipped in
+/// that second run: this test, the tests of this module and of `rbac` (they
+/// use the real server in both runs), and `dev` (`radwasm dev` brings its
+/// own embedded server). The second run's output is printed when it fails.
+#[test]
+fn every_scenario_also_passes_on_the_real_api_server() {
+    use crate::harness::{BACKEND_ENV, Backend};
+    if Backend::from_env() == Backend::Real || skip_requested() {
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let log = tempfile::NamedTempFile::new().expect("a temp file for the run's output");
+    let mut child = Command::new(exe)
+        .env(BACKEND_ENV, "real")
+        .args([
+            "--skip",
+            "realkube::",
+            "--skip",
+            "rbac::",
+            "--skip",
+            "dev::",
+            "--test-threads",
+            "2",
+        ])
+        .stdin(Stdio::null())
+        .stdout(log.reopen().expect("log"))
+        .stderr(log.reopen().expect("log"))
+        .spawn()
+        .expect("run the e2e binary again");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the real-server run") {
+            break Some(status);
+        }
+        if started.elapsed() > REAL_SUITE_BOUND {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let output = std::fs::read_to_string(log.path()).unwrap_or_default();
+    let summary: Vec<&str> = output
+        .lines()
+        .filter(|l| l.starts_with("test result:") || l.contains("SKIPPED on the real"))
+        .collect();
+    eprintln!(
+        "the scenarios on the real API server took {:?}:\n{}",
+        started.elapsed(),
+        summary.join("\n")
+    );
+    match status {
+        Some(status) if status.success() => {}
+        Some(status) => panic!("the scenarios failed on the real API server ({status}):\n{output}"),
+        None => panic!(
+            "the scenarios on the real API server did not finish within {REAL_SUITE_BOUND:?}:\n{output}"
+        ),
+    }
 }
