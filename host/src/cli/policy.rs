@@ -292,6 +292,9 @@ fn bench(
     compare_native: bool,
 ) -> anyhow::Result<ExitCode> {
     let observation = read_observation(observation)?;
+    if compare_native && let Err(e) = native_decide(&observation) {
+        anyhow::ensure!(e.code != NATIVE_BENCH_NOT_BUILT, "{}", e.message);
+    }
     let policy = args.load()?;
     let first = policy.decide(&observation)?;
     println!(
@@ -321,7 +324,10 @@ fn bench(
     Ok(ExitCode::SUCCESS)
 }
 
+const NATIVE_BENCH_NOT_BUILT: &str = "NativeBenchNotBuilt";
+
 /// The default policy's logic called directly, for comparison with the guest.
+#[cfg(feature = "native-bench")]
 fn native_decide(observation: &model::Observation) -> Result<model::Plan, model::PolicyError> {
     match observation {
         model::Observation::DeploymentTemplate(observation) => {
@@ -331,4 +337,14 @@ fn native_decide(observation: &model::Observation) -> Result<model::Plan, model:
             radwasm_policy_core::decide_resource(observation).map(model::Plan::DeploymentResource)
         }
     }
+}
+
+#[cfg(not(feature = "native-bench"))]
+fn native_decide(_: &model::Observation) -> Result<model::Plan, model::PolicyError> {
+    Err(model::PolicyError {
+        code: NATIVE_BENCH_NOT_BUILT.to_string(),
+        message: "this radwasm was built without the `native-bench` feature, so \
+                  --compare-native has no native policy to compare with"
+            .to_string(),
+    })
 }
