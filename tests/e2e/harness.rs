@@ -105,7 +105,6 @@ pub struct System {
     /// Where the scenario's objects go: [`NS`] on the embedded server, a
     /// namespace of its own on the real one.
     pub namespace: String,
-    pub backend: Backend,
     /// The shared real cluster (real backend only).
     pub cluster: Option<crate::realkube::ClusterHandle>,
     controller: Option<Child>,
@@ -194,7 +193,6 @@ impl System {
             dir,
             kubeconfig,
             namespace,
-            backend,
             cluster,
             controller: None,
             extra_args,

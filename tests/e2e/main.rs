@@ -2,8 +2,10 @@
 //! against the embedded API server and the Radius simulator over HTTP
 //! Each scenario starts its own stand-ins so they run in parallel.
 
+mod control_plane;
 mod dev;
 mod harness;
+mod rbac;
 mod realkube;
 mod scenarios;
 mod truth;
