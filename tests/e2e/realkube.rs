@@ -568,6 +568,13 @@ impl RealCluster {
         self.client.clone()
     }
 
+    /// The process ids of etcd, kube-apiserver and kube-controller-manager
+    /// (for measuring their CPU and memory; the controller benchmark does).
+    #[allow(dead_code)]
+    pub fn pids(&self) -> Vec<u32> {
+        self.procs.0.iter().map(|p| p.child.id()).collect()
+    }
+
     /// The cluster's temp dir (logs, certificates, kubeconfigs).
     pub fn dir(&self) -> &Path {
         self.dir.path()
