@@ -610,6 +610,7 @@ async fn with_leader_election_one_replica_reconciles_and_a_standby_takes_over() 
     // The leader dies without releasing the Lease; once it expires (2 s)
     // the standby leads and reconciles what comes next.
     system.kill_controller();
+    let killed = std::time::Instant::now();
     system
         .create(&template(
             "second",
@@ -617,6 +618,24 @@ async fn with_leader_election_one_replica_reconciles_and_a_standby_takes_over() 
             "",
         ))
         .await;
+    while system.logs().matches("became the leader").count() < 2 {
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the standby never took over:\n{}",
+            system.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The standby judges the Lease expired a lease duration (2 s) after it
+    // last saw it renewed, and looks every third of one: it leads within
+    // the lease duration plus one look (and two seconds for two processes
+    // sharing two cores with the rest of the suite).
+    let failover = killed.elapsed();
+    eprintln!("failover after the leader was killed: {failover:?}");
+    assert!(
+        failover < Duration::from_millis(2_000 + 667 + 2_000),
+        "the standby took over only after {failover:?}"
+    );
     system.wait_phase("second", "Ready").await;
     let lease = system.leader_lease().await;
     assert_eq!(
