@@ -1,5 +1,14 @@
 //! The annotation knobs of the default policy, parsed from an object's
 //! annotations.
+//!
+//! One rule reads every knob (docs/default-policy.md, *Annotations*): the
+//! value is trimmed and compared ignoring ASCII case, and absent or empty
+//! means the knob's default. A value not understood is taken as that default
+//! and comes with a warning naming the annotation and the value (quoted, cut
+//! short), which the decision emits as one `InvalidAnnotation` Warning event
+//! ([`Knob`]). `reconcile-policy` is the exception: its default, `manage`,
+//! is the one that changes and deletes Radius resources, so a value not
+//! understood there fails the object instead ([`reconcile_mode`]).
 
 use std::collections::BTreeMap;
 
@@ -24,41 +33,112 @@ impl ReconcileMode {
     }
 }
 
+/// A knob as read: the value in effect, and a warning if the annotation
+/// holds a value not understood (`value` is then the knob's default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Knob<T> {
+    pub value: T,
+    pub warning: Option<String>,
+}
+
+/// Reason of the Warning event for an annotation value not understood (and
+/// of the `Failed` status for a `reconcile-policy` value not understood).
+pub const INVALID_ANNOTATION: &str = "InvalidAnnotation";
+
+/// The annotation's value as every knob reads it: trimmed and in ASCII lower
+/// case; `None` if absent or empty (the knob's default). Also returns the
+/// value as written, for messages.
+fn normalized<'a>(
+    annotations: &'a BTreeMap<String, String>,
+    name: &str,
+) -> Option<(String, &'a str)> {
+    let raw = annotations.get(name)?;
+    let value = raw.trim();
+    (!value.is_empty()).then(|| (value.to_ascii_lowercase(), raw.as_str()))
+}
+
+/// Read the knob `name` by [`normalized`] values: `parse` gives the value
+/// for a value understood; any other is `default` with a warning.
+fn read<T>(
+    annotations: &BTreeMap<String, String>,
+    name: &str,
+    default: T,
+    default_text: &str,
+    expected: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Knob<T> {
+    let Some((value, raw)) = normalized(annotations, name) else {
+        return Knob {
+            value: default,
+            warning: None,
+        };
+    };
+    match parse(&value) {
+        Some(value) => Knob {
+            value,
+            warning: None,
+        },
+        None => Knob {
+            value: default,
+            warning: Some(format!(
+                "annotation {name}: value {} not understood (expected {expected}); using the default, {default_text}",
+                quoted(raw)
+            )),
+        },
+    }
+}
+
 /// The reconcile mode named by the annotations (trimmed, ignoring case, like
-/// the other annotations); an unknown value is an error message naming the
-/// annotation and the allowed values.
+/// the other annotations); a value not understood is an error message naming
+/// the annotation and the allowed values. Unlike the other knobs it is not
+/// taken as the default (`manage`): that would deploy over a misspelt `skip`
+/// and delete in Radius under a misspelt `detach-on-delete`.
 pub fn reconcile_mode(annotations: &BTreeMap<String, String>) -> Result<ReconcileMode, String> {
-    let value = annotations.get(RECONCILE_POLICY).map(|value| value.trim());
-    match value.map(str::to_ascii_lowercase).as_deref() {
-        None | Some("") | Some("manage") => Ok(ReconcileMode::Manage),
-        Some("skip") => Ok(ReconcileMode::Skip),
-        Some("detach-on-delete") => Ok(ReconcileMode::DetachOnDelete),
-        Some(_) => Err(format!(
+    let Some((value, raw)) = normalized(annotations, RECONCILE_POLICY) else {
+        return Ok(ReconcileMode::Manage);
+    };
+    match value.as_str() {
+        "manage" => Ok(ReconcileMode::Manage),
+        "skip" => Ok(ReconcileMode::Skip),
+        "detach-on-delete" => Ok(ReconcileMode::DetachOnDelete),
+        _ => Err(format!(
             "annotation {RECONCILE_POLICY}: unknown value {} (expected manage, skip or detach-on-delete)",
-            quoted(value.unwrap_or_default())
+            quoted(raw.trim())
         )),
     }
 }
 
-/// Longest part of an annotation value that an error message quotes.
+/// Longest part of an annotation value that a message quotes.
 pub const QUOTED_VALUE_CHARS: usize = 64;
 
-/// `value` quoted for an error message, cut after [`QUOTED_VALUE_CHARS`]
-/// characters: messages go into status and events, which the host bounds
-/// (32 KiB), and an annotation value may be far longer.
+/// `value` quoted for a message, cut after [`QUOTED_VALUE_CHARS`]
+/// characters ([`crate::plan::quote`]): an annotation value may be far
+/// longer than a message may be.
 pub fn quoted(value: &str) -> String {
-    match value.char_indices().nth(QUOTED_VALUE_CHARS) {
-        None => format!("{value:?}"),
-        Some((cut, _)) => format!("{:?}… ({} bytes in all)", &value[..cut], value.len()),
-    }
+    crate::plan::quote(value, QUOTED_VALUE_CHARS)
 }
 
-/// True if `radapp.io/hold` is `"true"` (any case). Any other value, or none,
-/// means not held.
+/// `radapp.io/hold`: `true` or `false` (the default); any other value is
+/// taken as `false`, with a warning.
+pub fn hold(annotations: &BTreeMap<String, String>) -> Knob<bool> {
+    read(
+        annotations,
+        HOLD,
+        false,
+        "false (not held)",
+        "true or false",
+        |value| match value {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        },
+    )
+}
+
+/// True if `radapp.io/hold` is `true` (trimmed, any case). Any other value,
+/// or none, means not held ([`hold`] says whether the value was understood).
 pub fn is_held(annotations: &BTreeMap<String, String>) -> bool {
-    annotations
-        .get(HOLD)
-        .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"))
+    hold(annotations).value
 }
 
 pub use radwasm_policy_model::annotations::depends_on;
@@ -95,33 +175,38 @@ impl DeploymentRetry {
 }
 
 /// The retry the annotations ask for: `never`, or a first delay written as
-/// a whole number of `s` or `m` (`30s`, `2m`); absent means `30s`. Values
-/// are read trimmed and ignoring case, like every annotation here.
-pub fn deployment_retry(annotations: &BTreeMap<String, String>) -> Result<DeploymentRetry, String> {
-    let Some(raw) = annotations.get(DEPLOYMENT_RETRY) else {
-        return Ok(DeploymentRetry::Backoff {
+/// a whole number of `s` or `m` (`30s`, `2m`); absent or empty means `30s`,
+/// and so does a value not understood, with a warning.
+pub fn deployment_retry(annotations: &BTreeMap<String, String>) -> Knob<DeploymentRetry> {
+    read(
+        annotations,
+        DEPLOYMENT_RETRY,
+        DeploymentRetry::Backoff {
             base_ms: DEFAULT_RETRY_BASE_MS,
-        });
-    };
-    let value = raw.trim().to_ascii_lowercase();
+        },
+        "30s",
+        "never, or a first delay such as 30s or 2m",
+        parse_retry,
+    )
+}
+
+/// A normalized `deployment-retry` value, if understood.
+fn parse_retry(value: &str) -> Option<DeploymentRetry> {
     if value == "never" {
-        return Ok(DeploymentRetry::Never);
+        return Some(DeploymentRetry::Never);
     }
     let (number, unit_ms) = if let Some(number) = value.strip_suffix('s') {
         (number, 1_000)
     } else if let Some(number) = value.strip_suffix('m') {
         (number, 60_000)
     } else {
-        ("", 0)
+        return None;
     };
     match number.trim().parse::<u64>() {
-        Ok(n) if n > 0 && unit_ms > 0 => Ok(DeploymentRetry::Backoff {
+        Ok(n) if n > 0 => Some(DeploymentRetry::Backoff {
             base_ms: n.saturating_mul(unit_ms).min(MAX_RETRY_MS),
         }),
-        _ => Err(format!(
-            "annotation {DEPLOYMENT_RETRY}: unknown value {} (expected never, or a first delay such as 30s or 2m)",
-            quoted(raw)
-        )),
+        _ => None,
     }
 }
 
@@ -153,33 +238,77 @@ mod tests {
 
     #[test]
     fn deployment_retry_backs_off_from_its_base_to_a_cap() {
-        let default = deployment_retry(&map(&[])).expect("default");
+        let retry = |value: &str| deployment_retry(&map(&[(DEPLOYMENT_RETRY, value)]));
+        let default = deployment_retry(&map(&[]));
+        assert_eq!(default.warning, None);
+        let default = default.value;
         assert_eq!(default.delay_ms(1), Some(30_000));
         assert_eq!(default.delay_ms(2), Some(60_000));
         assert_eq!(default.delay_ms(6), Some(600_000));
         assert_eq!(default.delay_ms(60), Some(600_000));
+        assert_eq!(retry(" Never ").value, DeploymentRetry::Never);
         assert_eq!(
-            deployment_retry(&map(&[(DEPLOYMENT_RETRY, " Never ")])),
-            Ok(DeploymentRetry::Never)
+            retry("2s").value,
+            DeploymentRetry::Backoff { base_ms: 2_000 }
         );
         assert_eq!(
-            deployment_retry(&map(&[(DEPLOYMENT_RETRY, "2s")])),
-            Ok(DeploymentRetry::Backoff { base_ms: 2_000 })
+            retry("2M").value,
+            DeploymentRetry::Backoff { base_ms: 120_000 }
         );
-        assert_eq!(
-            deployment_retry(&map(&[(DEPLOYMENT_RETRY, "2M")])),
-            Ok(DeploymentRetry::Backoff { base_ms: 120_000 })
-        );
+        assert_eq!(retry("  ").warning, None);
         for bad in ["soon", "0s", "-1s", "10", "1h"] {
-            let error = deployment_retry(&map(&[(DEPLOYMENT_RETRY, bad)])).expect_err(bad);
-            assert!(error.contains(DEPLOYMENT_RETRY), "{error}");
+            let read = retry(bad);
+            assert_eq!(read.value, default, "{bad}");
+            let warning = read.warning.expect(bad);
+            assert!(
+                warning.contains(DEPLOYMENT_RETRY) && warning.contains(&format!("{bad:?}")),
+                "{warning}"
+            );
         }
     }
 
     #[test]
-    fn hold_and_depends_on_parse_leniently() {
-        assert!(is_held(&map(&[(HOLD, "True")])));
-        assert!(!is_held(&map(&[(HOLD, "false")])));
+    fn hold_is_true_or_false_and_warns_about_anything_else() {
+        let hold_of = |value: &str| hold(&map(&[(HOLD, value)]));
+        for (value, held) in [
+            ("True", true),
+            (" TRUE\t", true),
+            ("false", false),
+            (" False ", false),
+            ("", false),
+        ] {
+            assert_eq!(
+                hold_of(value),
+                Knob {
+                    value: held,
+                    warning: None
+                },
+                "{value:?}"
+            );
+        }
+        assert_eq!(
+            hold(&map(&[])),
+            Knob {
+                value: false,
+                warning: None
+            }
+        );
+        for bad in ["-1", "yes", "1", "on", "truee"] {
+            let read = hold_of(bad);
+            assert!(!read.value, "{bad}");
+            let warning = read.warning.expect(bad);
+            assert!(
+                warning.contains(HOLD) && warning.contains(&format!("{bad:?}")),
+                "{warning}"
+            );
+        }
+        let long = hold_of(&"y".repeat(40_000)).warning.expect("long");
+        assert!(long.len() < 1024, "{long}");
+        assert!(long.contains("40000 bytes in all"), "{long}");
+    }
+
+    #[test]
+    fn depends_on_parses_leniently() {
         assert_eq!(
             depends_on(&map(&[(DEPENDS_ON, " a, b,,a ")])),
             vec!["a", "b"]

@@ -35,18 +35,21 @@ pub fn describe() -> Description {
             AnnotationDoc {
                 name: RECONCILE_POLICY.to_string(),
                 description: "manage (default) | skip: observe and report only, never change Radius | \
-                              detach-on-delete: on deletion remove the Kubernetes objects, keep the Radius resources"
+                              detach-on-delete: on deletion remove the Kubernetes objects, keep the Radius resources; \
+                              any other value fails the object and nothing is changed in Radius"
                     .to_string(),
             },
             AnnotationDoc {
                 name: HOLD.to_string(),
-                description: "\"true\" pauses the object: phase Held, nothing else is done until it is removed"
+                description: "true | false (default): true pauses the object: phase Held, nothing else is done \
+                              until it is removed or false; any other value is false, with a Warning event"
                     .to_string(),
             },
             AnnotationDoc {
                 name: DEPLOYMENT_RETRY.to_string(),
                 description: "never | a first delay such as 30s (default) or 2m: a deployment Radius failed is \
-                              retried after that delay, doubling per failure up to 10m; never waits for a spec change"
+                              retried after that delay, doubling per failure up to 10m; never waits for a spec change; \
+                              any other value is 30s, with a Warning event"
                     .to_string(),
             },
             AnnotationDoc {

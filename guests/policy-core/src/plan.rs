@@ -1,12 +1,64 @@
 //! Plan builders: collect a decision's actions in the order the host should
 //! carry them out (effects, then status, then events, then requeue), and
 //! write status only when it changes, so a settled object gets an empty plan.
+//!
+//! Every message a plan carries (status message, `Ready` condition message,
+//! event) passes through [`bounded`] here, so none can outgrow what the host
+//! accepts however long the values quoted in it (a Radius error, an id, a
+//! list of names, an annotation value).
 
 use radwasm_policy_model::{
     Condition, ConditionStatus, Event, EventType, READY_CONDITION, ResourceAction, ResourcePhase,
     ResourcePlan, ResourceStatus, ResourceStatusUpdate, TemplateAction, TemplatePhase,
     TemplatePlan, TemplateStatus, TemplateStatusUpdate,
 };
+
+/// Longest message a plan carries, in characters: a status message, a
+/// condition message or an event. At four bytes a character at most, and with
+/// the note [`cut`] adds, this stays well under the 32 KiB the host accepts
+/// (`host/src/controller/guard.rs`).
+pub const MAX_MESSAGE_CHARS: usize = 4096;
+
+/// Where `text` is cut to keep its first `max_chars` characters; `None` if
+/// it is no longer than that.
+fn cut_at(text: &str, max_chars: usize) -> Option<usize> {
+    if text.len() <= max_chars {
+        // Never more characters than bytes.
+        return None;
+    }
+    text.char_indices().nth(max_chars).map(|(at, _)| at)
+}
+
+/// `text`, or its first `max_chars` characters followed by `… (N bytes in
+/// all)`, so a reader sees that it was cut and how much is missing.
+pub fn cut(text: &str, max_chars: usize) -> String {
+    match cut_at(text, max_chars) {
+        None => text.to_string(),
+        Some(at) => format!("{}… ({} bytes in all)", &text[..at], text.len()),
+    }
+}
+
+/// `text` as a quoted string, cut like [`cut`]: `"abc"… (N bytes in all)`.
+pub fn quote(text: &str, max_chars: usize) -> String {
+    match cut_at(text, max_chars) {
+        None => format!("{text:?}"),
+        Some(at) => format!("{:?}… ({} bytes in all)", &text[..at], text.len()),
+    }
+}
+
+/// A message as a plan carries it: [`cut`] after [`MAX_MESSAGE_CHARS`]
+/// characters. The planners apply it to every message they are given.
+pub fn bounded(message: String) -> String {
+    match cut_at(&message, MAX_MESSAGE_CHARS) {
+        None => message,
+        Some(_) => cut(&message, MAX_MESSAGE_CHARS),
+    }
+}
+
+fn bounded_condition(mut condition: Condition) -> Condition {
+    condition.message = bounded(condition.message);
+    condition
+}
 
 /// A `Ready` condition.
 pub fn ready_condition(status: ConditionStatus, reason: &str, message: &str) -> Condition {
@@ -62,7 +114,11 @@ impl TemplatePlanner {
         if desired.phase.is_some() && desired.phase != current.phase {
             update.phase = desired.phase;
         }
-        if let Some(message) = desired.message.filter(|m| *m != current.message) {
+        if let Some(message) = desired
+            .message
+            .map(bounded)
+            .filter(|m| *m != current.message)
+        {
             update.message = Some(message);
         }
         if let Some(generation) = desired
@@ -85,6 +141,7 @@ impl TemplatePlanner {
         }
         if let Some(ready) = desired
             .ready
+            .map(bounded_condition)
             .filter(|ready| ready_differs(&current.conditions, ready))
         {
             update.conditions.push(ready);
@@ -96,12 +153,12 @@ impl TemplatePlanner {
         changed
     }
 
-    /// Emit an event.
+    /// Emit an event (its message [`bounded`]).
     pub fn event(&mut self, event_type: EventType, reason: &str, message: impl Into<String>) {
         self.events.push(Event {
             event_type,
             reason: reason.to_string(),
-            message: message.into(),
+            message: bounded(message.into()),
         });
     }
 
@@ -155,11 +212,16 @@ impl ResourcePlanner {
         if desired.phase.is_some() && desired.phase != current.phase {
             update.phase = desired.phase;
         }
-        if let Some(message) = desired.message.filter(|m| *m != current.message) {
+        if let Some(message) = desired
+            .message
+            .map(bounded)
+            .filter(|m| *m != current.message)
+        {
             update.message = Some(message);
         }
         if let Some(ready) = desired
             .ready
+            .map(bounded_condition)
             .filter(|ready| ready_differs(&current.conditions, ready))
         {
             update.conditions.push(ready);
@@ -175,7 +237,7 @@ impl ResourcePlanner {
         self.events.push(Event {
             event_type,
             reason: reason.to_string(),
-            message: message.into(),
+            message: bounded(message.into()),
         });
     }
 
@@ -189,5 +251,83 @@ impl ResourcePlanner {
         actions.extend(self.events.into_iter().map(ResourceAction::EmitEvent));
         actions.extend(self.requeue_ms.map(ResourceAction::RequeueAfter));
         ResourcePlan { actions }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_texts_are_left_whole() {
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(quote("abc", 3), "\"abc\"");
+        let message = "é".repeat(MAX_MESSAGE_CHARS);
+        assert_eq!(bounded(message.clone()), message);
+    }
+
+    #[test]
+    fn long_texts_are_cut_visibly_on_a_character_boundary() {
+        assert_eq!(cut("abcd", 3), "abc… (4 bytes in all)");
+        assert_eq!(quote("ééé", 2), "\"éé\"… (6 bytes in all)");
+        for unit in ["x", "é", "😀"] {
+            let message = bounded(unit.repeat(40_000));
+            assert!(message.len() <= 16 * 1024 + 32, "{} bytes", message.len());
+            assert!(
+                message.starts_with(&unit.repeat(MAX_MESSAGE_CHARS))
+                    && message.ends_with(&format!("… ({} bytes in all)", 40_000 * unit.len())),
+                "{message:.80}"
+            );
+        }
+    }
+
+    #[test]
+    fn planners_bound_every_message_they_are_given() {
+        let long = "x".repeat(40_000);
+        let mut plan = TemplatePlanner::new();
+        plan.status(
+            &TemplateStatus::default(),
+            DesiredTemplateStatus {
+                message: Some(long.clone()),
+                ready: Some(ready_condition(ConditionStatus::False, "R", &long)),
+                ..Default::default()
+            },
+        );
+        plan.event(EventType::Warning, "R", long.clone());
+        let mut resource = ResourcePlanner::new();
+        resource.status(
+            &ResourceStatus::default(),
+            DesiredResourceStatus {
+                message: Some(long.clone()),
+                ready: Some(ready_condition(ConditionStatus::False, "R", &long)),
+                ..Default::default()
+            },
+        );
+        resource.event(EventType::Warning, "R", long);
+        let mut messages = Vec::new();
+        for action in plan.finish().actions {
+            match action {
+                TemplateAction::SetStatus(update) => {
+                    messages.extend(update.message);
+                    messages.extend(update.conditions.into_iter().map(|c| c.message));
+                }
+                TemplateAction::EmitEvent(event) => messages.push(event.message),
+                _ => {}
+            }
+        }
+        for action in resource.finish().actions {
+            match action {
+                ResourceAction::SetStatus(update) => {
+                    messages.extend(update.message);
+                    messages.extend(update.conditions.into_iter().map(|c| c.message));
+                }
+                ResourceAction::EmitEvent(event) => messages.push(event.message),
+                _ => {}
+            }
+        }
+        assert_eq!(messages.len(), 6);
+        for message in messages {
+            assert_eq!(message, bounded("x".repeat(40_000)));
+        }
     }
 }

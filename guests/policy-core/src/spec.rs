@@ -35,8 +35,27 @@ pub fn validate(spec: &TemplateSpec) -> Result<ValidSpec, SpecError> {
 fn parse(field: &'static str, text: &str) -> Result<Value, SpecError> {
     serde_json::from_str(text).map_err(|error| SpecError {
         field,
-        problem: format!("not valid JSON ({error})"),
+        problem: json_problem(&error),
     })
+}
+
+/// Deepest nesting of arrays and objects a JSON text may have: serde_json's
+/// recursion limit (128) refuses one level more. The host parses the
+/// template with serde_json before sending it to Radius, so a template the
+/// policy accepts is one the host can send.
+pub const MAX_JSON_DEPTH: usize = 127;
+
+/// What is wrong with a JSON text serde_json refused, for a [`SpecError`].
+fn json_problem(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    // serde_json has no public error code for this; its message is stable.
+    if text.starts_with("recursion limit exceeded") {
+        format!(
+            "is nested too deeply: arrays and objects may nest at most {MAX_JSON_DEPTH} levels ({text})"
+        )
+    } else {
+        format!("not valid JSON ({text})")
+    }
 }
 
 /// The ARM template must be a JSON object whose `resources`, if present, is
@@ -50,7 +69,8 @@ pub fn validate_template(text: &str) -> Result<(), SpecError> {
         });
     }
     // Check the shape while scanning, without building a JSON tree: templates
-    // are large and this runs on every decision (docs/benchmarks.md).
+    // are large and this runs on every decision (docs/benchmarks.md). The
+    // scan counts nesting like serde_json's parser does (`Skip`).
     match serde_json::from_str::<TemplateShape>(text) {
         Ok(TemplateShape::Object { resources_ok: true }) => Ok(()),
         Ok(TemplateShape::Object {
@@ -65,7 +85,7 @@ pub fn validate_template(text: &str) -> Result<(), SpecError> {
         }),
         Err(error) => Err(SpecError {
             field: FIELD,
-            problem: format!("not valid JSON ({error})"),
+            problem: json_problem(&error),
         }),
     }
 }
@@ -90,6 +110,19 @@ struct ShapeVisitor {
 
 struct ResourcesShape(bool);
 
+/// Any JSON value, skipped. Unlike `serde::de::IgnoredAny` (which serde_json
+/// skips without counting levels) it goes through `deserialize_any`, so
+/// serde_json holds its nesting to the same recursion limit as parsing it
+/// into a `serde_json::Value` ([`MAX_JSON_DEPTH`]).
+struct Skip;
+
+impl<'de> serde::Deserialize<'de> for Skip {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ShapeVisitor { top: false })?;
+        Ok(Skip)
+    }
+}
+
 impl<'de> serde::Deserialize<'de> for ResourcesShape {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         match deserializer.deserialize_any(ShapeVisitor { top: false })? {
@@ -112,14 +145,14 @@ impl<'de> serde::de::Visitor<'de> for ShapeVisitor {
             if self.top && key == "resources" {
                 resources_ok = map.next_value::<ResourcesShape>()?.0;
             } else {
-                map.next_value::<serde::de::IgnoredAny>()?;
+                map.next_value::<Skip>()?;
             }
         }
         Ok(TemplateShape::Object { resources_ok })
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        while seq.next_element::<Skip>()?.is_some() {}
         // An array is a valid `resources` but not a valid template.
         Ok(if self.top {
             TemplateShape::NotObject
@@ -286,5 +319,60 @@ mod tests {
         assert_eq!(error.field, "spec.providerConfig");
         let error = validate(&spec("{}", "{}", "")).expect_err("missing provider config");
         assert!(error.problem.contains("missing"), "{error}");
+    }
+
+    /// `levels` nested arrays as the value of `"x"` in a template object
+    /// (which is one level itself).
+    fn nested_template(levels: usize) -> String {
+        format!(
+            r#"{{"resources":{{}},"x":{}{}}}"#,
+            "[".repeat(levels - 1),
+            "]".repeat(levels - 1)
+        )
+    }
+
+    #[test]
+    fn templates_nest_as_deep_as_serde_json_parses() {
+        for levels in [
+            MAX_JSON_DEPTH - 1,
+            MAX_JSON_DEPTH,
+            MAX_JSON_DEPTH + 1,
+            1_000,
+        ] {
+            let text = nested_template(levels);
+            let parses = serde_json::from_str::<Value>(&text).is_ok();
+            assert_eq!(parses, levels <= MAX_JSON_DEPTH, "{levels} levels");
+            match validate_template(&text) {
+                Ok(()) => assert!(parses, "{levels} levels accepted"),
+                Err(error) => {
+                    assert!(!parses, "{levels} levels refused: {error}");
+                    assert!(error.problem.contains("nested too deeply"), "{error}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_template_nested_100000_levels_deep_says_so() {
+        for text in [
+            format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)),
+            nested_template(100_000),
+            format!("{}1{}", r#"{"a":"#.repeat(100_000), "}".repeat(100_000)),
+        ] {
+            let error = validate(&spec(&text, "", PROVIDER)).expect_err("too deep");
+            assert_eq!(error.field, "spec.template");
+            assert!(
+                error.problem.starts_with("is nested too deeply") && error.problem.len() < 200,
+                "{error}"
+            );
+        }
+        let deep_parameters = format!(
+            r#"{{"a":{{"value":{}{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let error = validate(&spec("{}", &deep_parameters, PROVIDER)).expect_err("too deep");
+        assert_eq!(error.field, "spec.parameters");
+        assert!(error.problem.starts_with("is nested too deeply"), "{error}");
     }
 }

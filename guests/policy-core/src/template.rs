@@ -2,13 +2,14 @@
 //! and delete, with what running Radius taught (no redeploy without change, empty
 //! output means "remove everything", `ReadyPendingCleanup`, safe delete order).
 
+use radwasm_policy_model::scope::parse_resource_id;
 use radwasm_policy_model::{
     ConditionStatus, CreateResource, EventType, OperationKind, OperationResult, PolicyError,
     StartDeployment, TEMPLATE_FINALIZER, TemplateAction, TemplateObservation, TemplatePhase,
     TemplatePlan,
 };
 
-use crate::annotations::{self, DeploymentRetry, ReconcileMode};
+use crate::annotations::{self, DeploymentRetry, INVALID_ANNOTATION, Knob, ReconcileMode};
 use crate::naming::{self, IdSet};
 use crate::plan::{DesiredTemplateStatus, TemplatePlanner, ready_condition};
 use crate::spec;
@@ -27,14 +28,18 @@ pub fn decide(observation: &TemplateObservation) -> Result<TemplatePlan, PolicyE
         // Nothing of ours is left to clean up; Kubernetes deletes the object.
         return Ok(plan.finish());
     }
-    if annotations::is_held(&meta.annotations) {
+    // Each knob is read once, where the decision first needs it; a value not
+    // understood is taken as the knob's default and warned about.
+    let held = annotations::hold(&meta.annotations);
+    warn_about(&held, &mut plan);
+    if held.value {
         hold(observation, &mut plan);
         return Ok(plan.finish());
     }
     let mode = match annotations::reconcile_mode(&meta.annotations) {
         Ok(mode) => mode,
         Err(message) => {
-            fail(observation, &mut plan, "InvalidAnnotation", message);
+            fail(observation, &mut plan, INVALID_ANNOTATION, message);
             return Ok(plan.finish());
         }
     };
@@ -42,13 +47,9 @@ pub fn decide(observation: &TemplateObservation) -> Result<TemplatePlan, PolicyE
         delete(observation, mode, &mut plan);
         return Ok(plan.finish());
     }
-    let retry = match annotations::deployment_retry(&meta.annotations) {
-        Ok(retry) => retry,
-        Err(message) => {
-            fail(observation, &mut plan, "InvalidAnnotation", message);
-            return Ok(plan.finish());
-        }
-    };
+    let retry = annotations::deployment_retry(&meta.annotations);
+    warn_about(&retry, &mut plan);
+    let retry = retry.value;
 
     if !has_finalizer {
         plan.push(TemplateAction::AddFinalizer);
@@ -99,6 +100,13 @@ pub fn decide(observation: &TemplateObservation) -> Result<TemplatePlan, PolicyE
         None => settle_or_deploy(observation, mode, retry, &valid.scope, &mut plan),
     }
     Ok(plan.finish())
+}
+
+/// The Warning event for an annotation value not understood.
+fn warn_about<T>(knob: &Knob<T>, plan: &mut TemplatePlanner) {
+    if let Some(warning) = &knob.warning {
+        plan.event(EventType::Warning, INVALID_ANNOTATION, warning.clone());
+    }
 }
 
 fn hold(observation: &TemplateObservation, plan: &mut TemplatePlanner) {
@@ -189,6 +197,9 @@ fn follow_deployment(
                     output_resources.len()
                 ),
             );
+            if let Some(warning) = &converged.refused {
+                plan.event(EventType::Warning, INVALID_OUTPUT_RESOURCE, warning.clone());
+            }
             if deployed_hash != observation.spec_hash {
                 // The spec changed while Radius deployed an older one: record
                 // what is in Radius, but this generation is not deployed, so
@@ -424,7 +435,7 @@ fn settle_or_deploy(
         // with the last output and settle the phase.
         let converged = converge(observation, &status.output_resources, plan);
         let ready = ready_for(converged.phase, &converged.message);
-        plan.status(
+        let changed = plan.status(
             status,
             DesiredTemplateStatus {
                 phase: Some(converged.phase),
@@ -437,6 +448,10 @@ fn settle_or_deploy(
                 ..Default::default()
             },
         );
+        // The message counts refused output ids; warn when that is news.
+        if let Some(warning) = converged.refused.filter(|_| changed) {
+            plan.event(EventType::Warning, INVALID_OUTPUT_RESOURCE, warning);
+        }
         return;
     }
 
@@ -590,6 +605,65 @@ struct Converged {
     /// being deleted: when that deletion finishes, the resource is gone from
     /// Radius and the spec must be deployed again.
     redeploy: bool,
+    /// Output ids that are not valid Radius ids, for a Warning event (see
+    /// [`Refused`]); the message counts them too.
+    refused: Option<String>,
+}
+
+/// Reason of the Warning event for output ids that get no `DeploymentResource`.
+pub const INVALID_OUTPUT_RESOURCE: &str = "InvalidOutputResource";
+
+/// Longest part of a Radius id a message quotes (ids are rarely longer).
+pub const QUOTED_ID_CHARS: usize = 256;
+
+/// Output ids Radius reported that the scope grammar refuses. The host would
+/// refuse a `createResource` for one, and with it the whole plan; they get no
+/// `DeploymentResource` (so the template does not track or delete them) and
+/// are reported instead.
+#[derive(Default)]
+struct Refused<'a> {
+    ids: IdSet<'a>,
+    first: Option<String>,
+}
+
+impl<'a> Refused<'a> {
+    /// True if `id` is a valid Radius resource id; otherwise records it.
+    fn admits(&mut self, id: &'a str) -> bool {
+        if self.ids.contains(id) {
+            return false;
+        }
+        let Err(error) = parse_resource_id(id) else {
+            return true;
+        };
+        self.ids.insert(id);
+        if self.first.is_none() {
+            self.first = Some(format!(
+                "{}: {}",
+                crate::plan::quote(id, QUOTED_ID_CHARS),
+                error.reason
+            ));
+        }
+        false
+    }
+
+    /// A note for the status message, `None` if no id was refused.
+    fn note(&self) -> Option<String> {
+        (!self.ids.is_empty()).then(|| {
+            format!(
+                "{} of them not tracked (ids that are not valid Radius resource ids)",
+                self.ids.len()
+            )
+        })
+    }
+
+    /// The Warning event's message, `None` if no id was refused.
+    fn warning(&self) -> Option<String> {
+        let first = self.first.as_ref()?;
+        Some(format!(
+            "not tracking {} output resources whose ids are not valid Radius resource ids (no DeploymentResource, so the template does not delete them); the first: {first}",
+            self.ids.len()
+        ))
+    }
 }
 
 /// Make the owned `DeploymentResource`s match `ids`: create the missing,
@@ -606,18 +680,21 @@ fn converge(
     let owned_ids: IdSet = owned.iter().map(|r| r.radius_id.as_str()).collect();
     let wanted_ids: IdSet = ids.iter().map(String::as_str).collect();
     let mut planned = IdSet::new();
+    let mut refused = Refused::default();
     let mut deferred = 0;
     for id in ids {
-        if !owned_ids.contains(id) && planned.insert(id) {
-            if planned.len() > MAX_CHANGES_PER_PLAN {
-                deferred += 1;
-                continue;
-            }
-            plan.push(TemplateAction::CreateResource(CreateResource {
-                name: naming::resource_object_name(id),
-                radius_id: id.clone(),
-            }));
+        if owned_ids.contains(id) || planned.contains(id) || !refused.admits(id) {
+            continue;
         }
+        planned.insert(id);
+        if planned.len() > MAX_CHANGES_PER_PLAN {
+            deferred += 1;
+            continue;
+        }
+        plan.push(TemplateAction::CreateResource(CreateResource {
+            name: naming::resource_object_name(id),
+            radius_id: id.clone(),
+        }));
     }
     let stale: Vec<&radwasm_policy_model::OwnedResource> = owned
         .iter()
@@ -628,47 +705,55 @@ fn converge(
         .iter()
         .filter(|r| r.deletion_requested && wanted_ids.contains(&r.radius_id))
         .count();
-    if reappearing > 0 {
+    let (phase, mut message, redeploy) = if reappearing > 0 {
         plan.requeue(CLEANUP_RECHECK_MS);
-        return Converged {
-            phase: TemplatePhase::Updating,
-            message: format!(
+        (
+            TemplatePhase::Updating,
+            format!(
                 "{} resources deployed; {reappearing} of them are still being deleted from an earlier spec and will be deployed again",
                 ids.len()
             ),
-            redeploy: true,
-        };
-    }
-    if deferred > 0 {
+            true,
+        )
+    } else if deferred > 0 {
         // The rest are created by the next decisions; each new
         // DeploymentResource also wakes the controller.
         plan.requeue(POLL_MIN_MS);
-        return Converged {
-            phase: TemplatePhase::Updating,
-            message: format!(
+        (
+            TemplatePhase::Updating,
+            format!(
                 "{} resources deployed; {deferred} DeploymentResources still to create",
                 ids.len()
             ),
-            redeploy: false,
-        };
-    }
-    if stale.is_empty() {
-        Converged {
-            phase: TemplatePhase::Ready,
-            message: format!("{} resources deployed", ids.len()),
-            redeploy: false,
-        }
+            false,
+        )
+    } else if stale.is_empty() {
+        (
+            TemplatePhase::Ready,
+            format!("{} resources deployed", ids.len()),
+            false,
+        )
     } else {
         plan.requeue(CLEANUP_RECHECK_MS);
-        Converged {
-            phase: TemplatePhase::ReadyPendingCleanup,
-            message: format!(
+        (
+            TemplatePhase::ReadyPendingCleanup,
+            format!(
                 "{} resources deployed; removing {} no longer deployed",
                 ids.len(),
                 stale.len()
             ),
-            redeploy: false,
-        }
+            false,
+        )
+    };
+    if let Some(note) = refused.note() {
+        message.push_str("; ");
+        message.push_str(&note);
+    }
+    Converged {
+        phase,
+        message,
+        redeploy,
+        refused: refused.warning(),
     }
 }
 
@@ -727,18 +812,32 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
                 return;
             }
             (OperationKind::Deployment, OperationResult::Succeeded { output_resources }) => {
-                // Track what that deployment created so it is deleted too.
+                // Track what that deployment created so it is deleted too,
+                // at most MAX_CHANGES_PER_PLAN a decision: the operation is
+                // kept (and polled again) until every output is tracked.
+                let owned_ids: IdSet = observation
+                    .owned_resources
+                    .iter()
+                    .map(|r| r.radius_id.as_str())
+                    .collect();
+                let mut planned = IdSet::new();
+                let mut refused = Refused::default();
                 for id in output_resources {
-                    if !observation
-                        .owned_resources
-                        .iter()
-                        .any(|r| r.radius_id.eq_ignore_ascii_case(id))
-                    {
-                        plan.push(TemplateAction::CreateResource(CreateResource {
-                            name: naming::resource_object_name(id),
-                            radius_id: id.clone(),
-                        }));
+                    if owned_ids.contains(id) || planned.contains(id) || !refused.admits(id) {
+                        continue;
                     }
+                    if planned.len() == MAX_CHANGES_PER_PLAN {
+                        plan.requeue(POLL_MIN_MS);
+                        return;
+                    }
+                    planned.insert(id);
+                    plan.push(TemplateAction::CreateResource(CreateResource {
+                        name: naming::resource_object_name(id),
+                        radius_id: id.clone(),
+                    }));
+                }
+                if let Some(warning) = refused.warning() {
+                    plan.event(EventType::Warning, INVALID_OUTPUT_RESOURCE, warning);
                 }
                 plan.status(
                     status,
@@ -790,8 +889,12 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
         delete_in_waves(&candidates, plan);
     } else {
         // The resources' own policy leaves Radius alone for these modes, so
-        // order does not matter.
-        for resource in remaining.iter().filter(|r| !r.deletion_requested) {
+        // order does not matter; as many as one plan may carry.
+        for resource in remaining
+            .iter()
+            .filter(|r| !r.deletion_requested)
+            .take(MAX_CHANGES_PER_PLAN)
+        {
             plan.push(TemplateAction::DeleteResource(resource.name.clone()));
         }
     }

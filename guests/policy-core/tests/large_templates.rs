@@ -86,3 +86,72 @@ fn more_outputs_than_a_plan_holds_are_created_over_several_decisions() {
     assert_eq!(owned, outputs);
     assert_eq!(decisions, 4, "three creating decisions, then Ready");
 }
+
+/// A template deleted while its deployment of more outputs than a plan holds
+/// finishes: it adopts the outputs over several decisions, keeping the
+/// operation until every output has its `DeploymentResource` (one plan
+/// adopting them all was more than the host accepts, and the template was
+/// stuck in deletion).
+#[test]
+fn a_deletion_adopts_more_outputs_than_a_plan_holds_over_several_decisions() {
+    let outputs = 2 * MAX_CHANGES_PER_PLAN + 200;
+    let ids: Vec<String> = (0..outputs).map(id).collect();
+    let mut owned = 0;
+    let mut decisions = 0;
+    loop {
+        let mut observation = observation(outputs, owned, TemplatePhase::Ready);
+        observation.meta.deletion_requested = true;
+        observation.status.status_hash = None;
+        observation.status.output_resources.clear();
+        observation.operation = Some(
+            serde_json::from_value(json!({
+                "kind": "deployment", "subject": "h1",
+                "result": {"succeeded": {"outputResources": ids}}
+            }))
+            .expect("operation"),
+        );
+        let plan = radwasm_policy_core::decide_template(&observation).expect("decides");
+        assert!(plan.actions.len() <= 1024, "{} actions", plan.actions.len());
+        decisions += 1;
+        let created = creates(&plan.actions);
+        let cleared = plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, TemplateAction::SetStatus(update) if update.clear_operation));
+        owned += created;
+        if owned < outputs {
+            assert_eq!(created, MAX_CHANGES_PER_PLAN);
+            assert!(!cleared, "keeps the operation until all are adopted");
+        } else {
+            assert!(cleared, "clears the operation once all are adopted");
+            break;
+        }
+        assert!(decisions < 10, "does not converge");
+    }
+    assert_eq!(owned, outputs);
+    assert_eq!(decisions, 3);
+}
+
+/// A detached deletion (`skip`, `detach-on-delete`) of more
+/// `DeploymentResource`s than a plan holds deletes them over several
+/// decisions (one plan deleting them all was more than the host accepts).
+#[test]
+fn a_detached_deletion_of_more_resources_than_a_plan_holds_takes_several_decisions() {
+    let outputs = 2 * MAX_CHANGES_PER_PLAN + 200;
+    for mode in ["skip", "detach-on-delete"] {
+        let mut observation = observation(outputs, outputs, TemplatePhase::Ready);
+        observation.meta.deletion_requested = true;
+        observation
+            .meta
+            .annotations
+            .insert("radapp.io/reconcile-policy".to_string(), mode.to_string());
+        let plan = radwasm_policy_core::decide_template(&observation).expect("decides");
+        let deletes = plan
+            .actions
+            .iter()
+            .filter(|a| matches!(a, TemplateAction::DeleteResource(_)))
+            .count();
+        assert_eq!(deletes, MAX_CHANGES_PER_PLAN, "{mode}");
+        assert!(plan.actions.len() <= 1024, "{} actions", plan.actions.len());
+    }
+}

@@ -21,9 +21,12 @@ use std::collections::BTreeMap;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use radwasm_policy_core::annotations::{ReconcileMode, depends_on, is_held, reconcile_mode};
+use radwasm_policy_core::annotations::{
+    DEFAULT_RETRY_BASE_MS, DeploymentRetry, MAX_RETRY_MS, ReconcileMode, depends_on,
+    deployment_retry, hold, is_held, reconcile_mode,
+};
 use radwasm_policy_core::{decide_resource, decide_template};
-use radwasm_policy_model::annotations::{DEPENDS_ON, HOLD, RECONCILE_POLICY};
+use radwasm_policy_model::annotations::{DEPENDS_ON, DEPLOYMENT_RETRY, HOLD, RECONCILE_POLICY};
 use radwasm_policy_model::scope::{Scope, deployment_scope, parse_resource_id};
 use radwasm_policy_model::*;
 
@@ -101,14 +104,23 @@ fn radius_id() -> BoxedStrategy<String> {
 }
 
 /// An id as Radius reports it in `outputResources`: in the default scope or
-/// another, in any case. Ids the grammar refuses are left out: the policy
-/// would ask to create a `DeploymentResource` for one and the host refuses
-/// the plan (a finding in docs/reliability.md,
-/// `output_resources_the_grammar_refuses`).
+/// another, in any case, and now and then one the grammar refuses (the
+/// policy must not ask to create a `DeploymentResource` for it) or a very
+/// long one.
 fn output_id() -> BoxedStrategy<String> {
-    radius_id()
-        .prop_filter("an id Radius could report", |id| {
-            parse_resource_id(id).is_ok()
+    prop_oneof![
+        12 => radius_id(),
+        1 => long_id(),
+    ]
+    .boxed()
+}
+
+/// A valid id longer than a status message may be.
+fn long_id() -> BoxedStrategy<String> {
+    huge()
+        .prop_map(|name| {
+            let name: String = name.chars().filter(|c| c.is_alphanumeric()).collect();
+            format!("{DEFAULT}/providers/Applications.Core/containers/c{name}")
         })
         .boxed()
 }
@@ -157,15 +169,12 @@ fn short_annotation_value() -> BoxedStrategy<String> {
     .boxed()
 }
 
-/// The annotations the default policy reads, with values of any length,
-/// except that `depends-on` values stay short: the policy lists the names
-/// whole in status (a finding in docs/reliability.md,
-/// `depends_on_names_longer_than_a_status_message` below).
+/// The annotations the default policy reads, with values of any length.
 fn annotations() -> impl Strategy<Value = BTreeMap<String, String>> {
     (
         proptest::option::weighted(0.3, annotation_value()),
         proptest::option::weighted(0.2, annotation_value()),
-        proptest::option::weighted(0.3, short_annotation_value()),
+        proptest::option::weighted(0.3, annotation_value()),
         proptest::option::weighted(0.2, annotation_value()),
         proptest::option::weighted(0.2, annotation_value()),
     )
@@ -231,11 +240,10 @@ fn message() -> BoxedStrategy<String> {
     prop_oneof![8 => "[a-z ]{0,20}", 1 => "\\PC{0,20}", 1 => huge()].boxed()
 }
 
-/// A message from Radius. Kept under 16 KiB: longer ones are copied into
-/// status whole, and the host refuses the plan (a finding in
-/// docs/reliability.md, `radius_errors_longer_than_a_status_message`).
+/// A message from Radius, now and then longer than a status message may be.
 fn radius_message() -> BoxedStrategy<String> {
-    prop_oneof![8 => "[a-z ]{0,20}", 1 => "\\PC{0,20}", 1 => "[a-z ]{4000,8000}"].boxed()
+    prop_oneof![8 => "[a-z ]{0,20}", 1 => "\\PC{0,20}", 1 => "[a-z ]{4000,8000}", 1 => huge()]
+        .boxed()
 }
 
 fn condition() -> impl Strategy<Value = Condition> {
@@ -413,11 +421,9 @@ fn resource_observation() -> impl Strategy<Value = ResourceObservation> {
                 }
             },
         );
-    // Ids stay short: `tracking {id}` quotes the id whole (a finding in
-    // docs/reliability.md, `resource_ids_longer_than_a_status_message`).
     (
         meta(RESOURCE_FINALIZER),
-        radius_id(),
+        output_id(),
         status,
         proptest::option::of(owner),
         proptest::option::of(operation()),
@@ -614,6 +620,8 @@ proptest! {
     }
 
     /// `radapp.io/hold` is "true" in any case, trimmed; nothing else holds.
+    /// A value other than true, false or empty comes with a short warning
+    /// naming the annotation.
     #[test]
     fn hold_is_true_in_any_case(value in proptest::option::of(annotation_value()), upper in vec(any::<bool>(), 4)) {
         let mut annotations = BTreeMap::new();
@@ -622,6 +630,17 @@ proptest! {
         }
         let expected = value.as_deref().is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
         prop_assert_eq!(is_held(&annotations), expected);
+        let understood = value.as_deref().is_none_or(|v| {
+            matches!(v.trim().to_ascii_lowercase().as_str(), "" | "true" | "false")
+        });
+        match hold(&annotations).warning {
+            None => prop_assert!(understood, "no warning for {:?}", value),
+            Some(warning) => {
+                prop_assert!(!understood, "a warning for {:?}", value);
+                prop_assert!(warning.contains(HOLD), "{}", warning);
+                prop_assert!(warning.len() <= 1024, "a {}-byte warning", warning.len());
+            }
+        }
         let spelled: String = "true"
             .chars()
             .zip(&upper)
@@ -629,6 +648,43 @@ proptest! {
             .collect();
         annotations.insert(HOLD.to_string(), format!(" {spelled}\t"));
         prop_assert!(is_held(&annotations));
+    }
+
+    /// `radapp.io/deployment-retry`: `never` or a whole number of seconds or
+    /// minutes (trimmed, any case); anything else is the default, 30s, with
+    /// a short warning naming the annotation.
+    #[test]
+    fn deployment_retry_is_understood_or_the_default(value in prop_oneof![
+        annotation_value(),
+        (0u64..2_000, pick(&["s", "m", "S", "M", "h", ""]), pick(&["", " ", "\t"]))
+            .prop_map(|(n, unit, pad)| format!("{pad}{n}{unit}{pad}")),
+    ]) {
+        let annotations = [(DEPLOYMENT_RETRY.to_string(), value.clone())].into();
+        let read = deployment_retry(&annotations);
+        let normalized = value.trim().to_ascii_lowercase();
+        let number = normalized
+            .strip_suffix('s')
+            .map(|n| (n, 1_000u64))
+            .or_else(|| normalized.strip_suffix('m').map(|n| (n, 60_000)))
+            .and_then(|(n, unit)| Some((n.trim().parse::<u64>().ok()?, unit)))
+            .filter(|(n, _)| *n > 0);
+        let expected = match (normalized.as_str(), number) {
+            ("never", _) => Some(DeploymentRetry::Never),
+            ("", _) => Some(DeploymentRetry::Backoff { base_ms: DEFAULT_RETRY_BASE_MS }),
+            (_, Some((n, unit))) => Some(DeploymentRetry::Backoff {
+                base_ms: n.saturating_mul(unit).min(MAX_RETRY_MS),
+            }),
+            _ => None,
+        };
+        match (expected, read.warning) {
+            (Some(expected), None) => prop_assert_eq!(read.value, expected),
+            (None, Some(warning)) => {
+                prop_assert_eq!(read.value, DeploymentRetry::Backoff { base_ms: DEFAULT_RETRY_BASE_MS });
+                prop_assert!(warning.contains(DEPLOYMENT_RETRY), "{}", warning);
+                prop_assert!(warning.len() <= 1024, "a {}-byte warning", warning.len());
+            }
+            (expected, warning) => prop_assert!(false, "{:?} read as {:?} with {:?}, expected {:?}", value, read.value, warning, expected),
+        }
     }
 
     /// The policy's `depends_on` is the model's: trimmed, no empties, no
@@ -685,20 +741,17 @@ fn assert_accepted(observation: &TemplateObservation) {
 
 /// A 40 kB `reconcile-policy` (or `deployment-retry`) value was quoted
 /// whole in the Failed status message: the host refused the plan, so the
-/// template never showed why it failed.
+/// template never showed why it failed. (A `deployment-retry` value not
+/// understood is now a Warning event; it is quoted short there.)
 #[test]
 fn regression_long_annotation_values_are_quoted_short() {
     for key in [RECONCILE_POLICY, "radapp.io/deployment-retry"] {
         let observation = template_with(&[(key, "x".repeat(40_000))]);
         assert_accepted(&observation);
         let plan = decide_template(&observation).expect("decides");
-        let message = plan
-            .actions
-            .iter()
-            .find_map(|action| match action {
-                TemplateAction::SetStatus(update) => update.message.clone(),
-                _ => None,
-            })
+        let message = template_messages(&plan)
+            .into_iter()
+            .find(|message| message.contains(key))
             .unwrap_or_default();
         assert!(
             message.contains(key) && message.len() < 1024,
@@ -720,12 +773,45 @@ fn regression_reconcile_policy_ignores_case() {
     }
 }
 
-/// Open: a Radius error message is copied whole into status; one longer
-/// than 32 KiB makes the host refuse the plan (the fix belongs where the
-/// policy builds status messages, `template.rs`/`resource.rs`/`plan.rs`).
+/// Every message of a plan, status and events.
+fn template_messages(plan: &TemplatePlan) -> Vec<String> {
+    plan.actions
+        .iter()
+        .flat_map(|action| match action {
+            TemplateAction::SetStatus(update) => update
+                .message
+                .iter()
+                .cloned()
+                .chain(update.conditions.iter().map(|c| c.message.clone()))
+                .collect(),
+            TemplateAction::EmitEvent(event) => vec![event.message.clone()],
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// The messages quoting a long value are cut visibly, short enough for the
+/// host, and still say what they are about.
+fn assert_cut_short(messages: &[String], about: &str) {
+    assert!(!messages.is_empty(), "no message");
+    for message in messages {
+        assert!(
+            message.len() <= 16 * 1024,
+            "a {}-byte message",
+            message.len()
+        );
+        assert!(
+            message.contains("bytes in all)"),
+            "not visibly cut: {message:.200}"
+        );
+        assert!(message.contains(about), "{message:.200}");
+    }
+}
+
+/// A Radius error message was copied whole into status and events; one
+/// longer than 32 KiB made the host refuse the plan.
 #[test]
-#[ignore = "open finding: status messages quote Radius errors without a bound"]
-fn radius_errors_longer_than_a_status_message() {
+fn regression_radius_errors_longer_than_a_status_message() {
     let mut observation = template_with(&[]);
     observation.operation = Some(OperationObservation {
         kind: OperationKind::Deployment,
@@ -736,20 +822,29 @@ fn radius_errors_longer_than_a_status_message() {
         }),
     });
     assert_accepted(&observation);
+    let plan = decide_template(&observation).expect("decides");
+    assert_cut_short(
+        &template_messages(&plan),
+        "deployment failed: InvalidTemplate: xxx",
+    );
 }
 
-/// Open: `waiting for dependencies: ...` lists the depends-on names whole.
+/// `waiting for dependencies: ...` listed the depends-on names whole.
 #[test]
-#[ignore = "open finding: the dependency wait message lists names without a bound"]
-fn depends_on_names_longer_than_a_status_message() {
-    assert_accepted(&template_with(&[(DEPENDS_ON, "x".repeat(40_000))]));
+fn regression_depends_on_names_longer_than_a_status_message() {
+    let many: Vec<String> = (0..5_000).map(|n| format!("template-{n}")).collect();
+    for value in ["x".repeat(40_000), many.join(",")] {
+        let observation = template_with(&[(DEPENDS_ON, value)]);
+        assert_accepted(&observation);
+        let plan = decide_template(&observation).expect("decides");
+        assert_cut_short(&template_messages(&plan), "waiting for dependencies: ");
+    }
 }
 
-/// Open: `tracking {id}` quotes a `DeploymentResource`'s `spec.id` whole,
-/// and the CRD does not bound its length.
+/// `tracking {id}` quoted a `DeploymentResource`'s `spec.id` whole, and the
+/// CRD does not bound its length.
 #[test]
-#[ignore = "open finding: the resource status message quotes spec.id without a bound"]
-fn resource_ids_longer_than_a_status_message() {
+fn regression_resource_ids_longer_than_a_status_message() {
     let observation = ResourceObservation {
         meta: ObjectMeta {
             name: "r".to_string(),
@@ -767,22 +862,181 @@ fn resource_ids_longer_than_a_status_message() {
     if let Err(why) = guard_resource(&observation, &plan) {
         panic!("the host would refuse the plan: {why}");
     }
+    let message = plan
+        .actions
+        .iter()
+        .find_map(|action| match action {
+            ResourceAction::SetStatus(update) => update.message.clone(),
+            _ => None,
+        })
+        .expect("a status message");
+    assert_cut_short(&[message], "tracking /planes/");
 }
 
-/// Open: an output resource id the scope grammar refuses becomes a
-/// `createResource` the host refuses, and with it the whole plan.
+/// An output resource id the scope grammar refuses became a
+/// `createResource` the host refused, and with it the whole plan. It is now
+/// skipped, counted in the message and named in a Warning event, whether
+/// the template settles, follows its deployment or is being deleted.
 #[test]
-#[ignore = "open finding: output ids are not checked before createResource"]
-fn output_resources_the_grammar_refuses() {
-    let mut observation = template_with(&[]);
-    observation.status = TemplateStatus {
+fn regression_output_resources_the_grammar_refuses() {
+    let bad = format!("{DEFAULT}/providers/Applications.Core/containers/a b");
+    let good = format!("{DEFAULT}/providers/Applications.Core/containers/c0");
+    let outputs = vec![bad.clone(), good.clone(), bad.clone()];
+    let mut settled = template_with(&[]);
+    settled.status = TemplateStatus {
         phase: Some(TemplatePhase::Ready),
         observed_generation: 1,
         status_hash: Some("h1".to_string()),
-        output_resources: vec![format!(
-            "{DEFAULT}/providers/Applications.Core/containers/a b"
-        )],
+        output_resources: outputs.clone(),
         ..Default::default()
     };
-    assert_accepted(&observation);
+    let mut followed = template_with(&[]);
+    followed.operation = Some(OperationObservation {
+        kind: OperationKind::Deployment,
+        subject: "h1".to_string(),
+        result: OperationResult::Succeeded {
+            output_resources: outputs.clone(),
+        },
+    });
+    let mut deleted = followed.clone();
+    deleted.meta.deletion_requested = true;
+    for observation in [&settled, &followed, &deleted] {
+        assert_accepted(observation);
+        let plan = decide_template(observation).expect("decides");
+        let created: Vec<&str> = plan
+            .actions
+            .iter()
+            .filter_map(|action| match action {
+                TemplateAction::CreateResource(create) => Some(create.radius_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(created, [good.as_str()]);
+        let warnings: Vec<&Event> = plan
+            .actions
+            .iter()
+            .filter_map(|action| match action {
+                TemplateAction::EmitEvent(event) if event.reason == "InvalidOutputResource" => {
+                    Some(event)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(warnings.len(), 1, "{:?}", plan.actions);
+        assert_eq!(warnings[0].event_type, EventType::Warning);
+        assert!(
+            warnings[0]
+                .message
+                .contains("not tracking 1 output resources")
+                && warnings[0].message.contains(&format!("{bad:?}")),
+            "{}",
+            warnings[0].message
+        );
+    }
+    // Once the settled status says so, the warning is not repeated.
+    let plan = decide_template(&settled).expect("decides");
+    let TemplateAction::SetStatus(update) = plan
+        .actions
+        .iter()
+        .find(|action| matches!(action, TemplateAction::SetStatus(_)))
+        .expect("a status")
+    else {
+        unreachable!()
+    };
+    let mut again = settled.clone();
+    again.status.message = update.message.clone().expect("a message");
+    again.status.conditions = update.conditions.clone();
+    again.owned_resources = vec![OwnedResource {
+        name: "c0".to_string(),
+        radius_id: good.clone(),
+        deletion_requested: false,
+        phase: "Ready".to_string(),
+    }];
+    assert_eq!(
+        decide_template(&again).expect("decides").actions,
+        Vec::<TemplateAction>::new()
+    );
+}
+
+/// `radapp.io/hold: -1` was silently taken as false. It still is (the
+/// default), but a Warning event names the annotation and the value, once
+/// per decision; so does a `deployment-retry` value not understood.
+#[test]
+fn regression_annotation_values_not_understood_are_warned_about() {
+    for (annotations, named) in [
+        (vec![(HOLD, "-1".to_string())], vec![HOLD]),
+        (vec![(HOLD, "x".repeat(40_000))], vec![HOLD]),
+        (
+            vec![(DEPLOYMENT_RETRY, "soon".to_string())],
+            vec![DEPLOYMENT_RETRY],
+        ),
+        (
+            vec![
+                (HOLD, " YES ".to_string()),
+                (DEPLOYMENT_RETRY, "1h".to_string()),
+            ],
+            vec![HOLD, DEPLOYMENT_RETRY],
+        ),
+    ] {
+        let observation = template_with(&annotations);
+        assert_accepted(&observation);
+        let plan = decide_template(&observation).expect("decides");
+        assert!(
+            plan.actions
+                .iter()
+                .any(|action| matches!(action, TemplateAction::StartDeployment(_))),
+            "not held, deploys: {:?}",
+            plan.actions
+        );
+        let warnings: Vec<&Event> = plan
+            .actions
+            .iter()
+            .filter_map(|action| match action {
+                TemplateAction::EmitEvent(event) if event.reason == "InvalidAnnotation" => {
+                    Some(event)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(warnings.len(), named.len(), "{warnings:?}");
+        for (warning, name) in warnings.iter().zip(&named) {
+            assert_eq!(warning.event_type, EventType::Warning);
+            assert!(
+                warning
+                    .message
+                    .starts_with(&format!("annotation {name}: value ")),
+                "{}",
+                warning.message
+            );
+            assert!(warning.message.len() < 1024, "{}", warning.message);
+        }
+    }
+}
+
+/// A template nested 100,000 levels deep was reported as "must be a JSON
+/// object" (a top-level array) or accepted (nested inside the object), and
+/// the host then failed to parse it.
+#[test]
+fn regression_deep_templates_are_nested_too_deeply() {
+    for template in [
+        format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)),
+        format!(
+            r#"{{"resources":{{}},"x":{}{}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        ),
+    ] {
+        let mut observation = template_with(&[]);
+        observation.spec.template = template;
+        assert_accepted(&observation);
+        let plan = decide_template(&observation).expect("decides");
+        let messages = template_messages(&plan);
+        assert!(!messages.is_empty());
+        for message in messages {
+            assert!(
+                message.starts_with("spec.template: is nested too deeply"),
+                "{message}"
+            );
+        }
+    }
 }
