@@ -556,6 +556,18 @@ impl System {
         self.templates().get(name).await.expect("template")
     }
 
+    /// Create template `app` from the three-resource fixture and wait until
+    /// it is Ready.
+    pub async fn ready_app(&self) {
+        self.create(&template(
+            "app",
+            &fixture("deploymenttemplate-outputresources-1.json"),
+            "",
+        ))
+        .await;
+        self.wait_phase("app", "Ready").await;
+    }
+
     pub async fn wait_gone(&self, name: &str) {
         self.wait_template(name, "deletion", |t| t.is_none()).await;
     }

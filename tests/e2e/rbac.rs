@@ -232,14 +232,7 @@ async fn lifecycle(service_account: &str) {
     )
     .await;
     system.wait_for_log("became the leader").await;
-    system
-        .create(&template(
-            "app",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
-    system.wait_phase("app", "Ready").await;
+    system.ready_app().await;
     system
         .templates()
         .patch(
@@ -284,14 +277,22 @@ fn checked_by_admission(permission: &Permission) -> bool {
     permission.1.ends_with("/finalizers") && permission.2 == "update"
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_controller_uses_every_permission_deploy_rbac_grants() {
+/// The shared real cluster, an admin client for it, and the committed
+/// rules; `None` when the real control plane is to be skipped.
+async fn setup() -> Option<(ClusterHandle, Client, CommittedRules)> {
     if crate::realkube::skip_requested() {
-        return;
+        return None;
     }
     let cluster = shared().await.unwrap_or_else(|e| panic!("{e:#}"));
     let client = cluster.client().await.expect("admin client");
-    let rules = committed_rules();
+    Some((cluster, client, committed_rules()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_uses_every_permission_deploy_rbac_grants() {
+    let Some((cluster, client, rules)) = setup().await else {
+        return;
+    };
     let account = "rbac-full";
     service_account_with(
         &client,
@@ -331,12 +332,9 @@ async fn the_controller_uses_every_permission_deploy_rbac_grants() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_any_one_rule_the_controller_is_refused() {
-    if crate::realkube::skip_requested() {
+    let Some((_, client, rules)) = setup().await else {
         return;
-    }
-    let cluster = shared().await.unwrap_or_else(|e| panic!("{e:#}"));
-    let client = cluster.client().await.expect("admin client");
-    let rules = committed_rules();
+    };
     // (ServiceAccount, the rule taken away, ClusterRole rules, Role rules).
     let mut variants = Vec::new();
     for (at, rule) in rules.cluster.iter().enumerate() {

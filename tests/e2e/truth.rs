@@ -72,21 +72,11 @@ async fn delete_and_count_container_deletes(system: &System, window: Duration) -
     system.radius().stats().deletes_for(&container)
 }
 
-async fn ready_app(system: &System) {
-    system
-        .create(&template(
-            "app",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
-    system.wait_phase("app", "Ready").await;
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_delete_is_retried_on_the_policys_interval_not_in_a_storm() {
     let system = System::start(&[]).await;
-    ready_app(&system).await;
+    system.ready_app().await;
     // Radius answers every DELETE 409 Conflict for now.
     system.radius().faults().refuse_next_deletes(1_000);
     // The default policy retries a failed delete after 10 s: in 12 s, the
@@ -139,7 +129,7 @@ async fn a_refused_delete_is_retried_on_the_policys_interval_not_in_a_storm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_delete_operation_is_paced_like_a_refused_one() {
     let system = System::start(&[]).await;
-    ready_app(&system).await;
+    system.ready_app().await;
     system.radius().faults().fail_next_deletes(1_000);
     let deletes = delete_and_count_container_deletes(&system, Duration::from_secs(12)).await;
     assert!(
@@ -155,7 +145,7 @@ async fn a_failed_delete_operation_is_paced_like_a_refused_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delete_meeting_server_errors_says_so_in_status_and_is_paced() {
     let system = System::start(&[]).await;
-    ready_app(&system).await;
+    system.ready_app().await;
     system.radius().faults().set_error_rate(1.0);
     system
         .templates()
@@ -431,7 +421,7 @@ async fn a_policy_built_against_contract_0_1_still_runs_the_controller() {
         "/tests/fixtures/contract-0.1/default-policy.wasm"
     );
     let system = System::start(&["--policy", old]).await;
-    ready_app(&system).await;
+    system.ready_app().await;
     let ready = system.templates().get("app").await.expect("template");
     assert_eq!(
         ready.status.and_then(|s| s.policy).map(|p| p.name),

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use radwasm_policy_model as model;
 use serde::Serialize;
@@ -156,6 +157,22 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
     {
         // Deciding on a view from before our own last write would repeat
         // that write's effects; the watch brings the write shortly.
+        return Ok(Action::requeue(STALE_CACHE_RECHECK));
+    }
+    // Never on a cache that has not been listed yet, nor one that lacks a
+    // child this object just created: either would make its children look
+    // fewer than they are.
+    let Some(caches) = ctx.synced_caches()? else {
+        return Ok(Action::requeue(STALE_CACHE_RECHECK));
+    };
+    let namespace = object.namespace().unwrap_or_default();
+    let in_cache = |name: &str| {
+        caches
+            .resources
+            .get(&ObjectRef::new(name).within(&namespace))
+            .is_some()
+    };
+    if ctx.memory.awaits_created(key, in_cache) {
         return Ok(Action::requeue(STALE_CACHE_RECHECK));
     }
     let observation = object.observe(ctx).await?;

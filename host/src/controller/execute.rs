@@ -461,14 +461,20 @@ async fn create_resource(
         },
         status: None,
     };
+    // Until the watch shows it, this template's next decision waits.
+    let key = super::driver::key(object);
+    ctx.memory.expect_created(&key, &create.name);
     match resources.create(&PostParams::default(), &resource).await {
         Ok(_) => Ok(()),
         // Created by an earlier reconcile whose result we had not seen yet.
         Err(kube::Error::Api(response)) if response.code == 409 => Ok(()),
-        Err(source) => Err(Error::Kube {
-            what: "create a DeploymentResource",
-            source,
-        }),
+        Err(source) => {
+            ctx.memory.created_seen(&key, &create.name);
+            Err(Error::Kube {
+                what: "create a DeploymentResource",
+                source,
+            })
+        }
     }
 }
 

@@ -19,6 +19,9 @@ pub const IDLE_TTL: Duration = Duration::from_secs(15 * 60);
 pub const DEFAULT_CAP: usize = 100_000;
 /// The error backoff: 1 s doubling to this.
 pub const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(60);
+/// How long a decision waits for the watch to show a child the controller
+/// created before it decides without it.
+pub const EXPECTATION_TTL: Duration = Duration::from_secs(30);
 /// However soon a policy asks, a Radius mutation that failed is not repeated
 /// for the same object sooner than this.
 pub const MIN_MUTATION_RETRY: Duration = Duration::from_secs(1);
@@ -32,6 +35,9 @@ struct Entry {
     paced: Option<(Instant, u64)>,
     /// The resourceVersion of the object that a status write was decided on.
     written_over: Option<String>,
+    /// Children created (or being created) whose creation the watch has not
+    /// shown yet, each with when to stop waiting for it.
+    expected: Vec<(String, Instant)>,
 }
 
 impl Entry {
@@ -41,11 +47,15 @@ impl Entry {
             errors: 0,
             paced: None,
             written_over: None,
+            expected: Vec::new(),
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.errors == 0 && self.paced.is_none() && self.written_over.is_none()
+        self.errors == 0
+            && self.paced.is_none()
+            && self.written_over.is_none()
+            && self.expected.is_empty()
     }
 }
 
@@ -111,6 +121,55 @@ impl ObjectMemory {
         if let Ok(mut entries) = self.entries.lock() {
             entries.remove(key);
         }
+    }
+
+    /// A child named `name` is about to be created for the object: until the
+    /// watch shows it (or [`EXPECTATION_TTL`] passes), the object's
+    /// decisions wait, so that a decision never counts its children from a
+    /// cache that lacks one it just created (Kubernetes' own controllers
+    /// call these "expectations"). Recorded before the create is sent, so a
+    /// watch event that beats the create's answer still counts.
+    pub fn expect_created(&self, key: &str, name: &str) {
+        let until = Instant::now() + EXPECTATION_TTL;
+        self.with(key, |entry| {
+            entry.expected.retain(|(n, _)| n != name);
+            entry.expected.push((name.to_string(), until));
+        });
+    }
+
+    /// The watch showed the child `name` of the object `key` (created,
+    /// changed or deleted), or its create failed: stop waiting for it.
+    pub fn created_seen(&self, key: &str, name: &str) {
+        let Ok(mut entries) = self.entries.lock() else {
+            return;
+        };
+        if let Some(entry) = entries.get_mut(key) {
+            entry.expected.retain(|(n, _)| n != name);
+            if entry.is_empty() {
+                entries.remove(key);
+            }
+        }
+    }
+
+    /// Whether the object still waits for the watch to show a child it
+    /// created; `in_cache` says whether the cache holds a child of that name
+    /// now (one that already existed, for example, brings no new event).
+    pub fn awaits_created(&self, key: &str, in_cache: impl Fn(&str) -> bool) -> bool {
+        let Ok(mut entries) = self.entries.lock() else {
+            return false;
+        };
+        let Some(entry) = entries.get_mut(key) else {
+            return false;
+        };
+        let now = Instant::now();
+        entry
+            .expected
+            .retain(|(name, until)| *until > now && !in_cache(name));
+        let waiting = !entry.expected.is_empty();
+        if entry.is_empty() {
+            entries.remove(key);
+        }
+        waiting
     }
 
     /// A reconcile finished without error.
@@ -235,6 +294,26 @@ mod tests {
             memory.error_backoff(&format!("ns/failing-{i}"));
         }
         assert!(memory.len() <= 1_000, "{}", memory.len());
+    }
+
+    #[test]
+    fn a_created_child_is_awaited_until_the_watch_shows_it() {
+        let memory = ObjectMemory::default();
+        let none = |_: &str| false;
+        memory.expect_created("t", "t-a");
+        memory.expect_created("t", "t-b");
+        memory.expect_created("t", "t-c");
+        assert!(memory.awaits_created("t", none));
+        memory.created_seen("t", "t-a");
+        assert!(memory.awaits_created("t", none), "t-b is not seen yet");
+        memory.created_seen("t", "t-b");
+        assert!(memory.awaits_created("t", none), "nor t-c");
+        assert!(
+            !memory.awaits_created("t", |name| name == "t-c"),
+            "t-c was already in the cache"
+        );
+        assert!(memory.is_empty());
+        assert!(!memory.awaits_created("other", none));
     }
 
     #[test]

@@ -91,6 +91,21 @@ impl Context {
     pub fn caches(&self) -> Result<&Caches, Error> {
         self.caches.get().ok_or(Error::NotStarted)
     }
+
+    /// The watch caches if both have been filled by their first list, else
+    /// `None` (decide later; never wait here: the lists advance only while
+    /// the controllers run). A decision on a cache that is still empty
+    /// would see a template without its `DeploymentResource`s (and,
+    /// deleting, let it go while they still hold Radius resources), as
+    /// after every controller restart.
+    pub fn synced_caches(&self) -> Result<Option<&Caches>, Error> {
+        use futures::FutureExt;
+        let caches = self.caches()?;
+        let ready = |ready: Option<Result<(), _>>| matches!(ready, Some(Ok(())));
+        Ok((ready(caches.templates.wait_until_ready().now_or_never())
+            && ready(caches.resources.wait_until_ready().now_or_never()))
+        .then_some(caches))
+    }
 }
 
 /// Why a reconcile could not finish; retried with backoff.
@@ -232,6 +247,31 @@ fn forget_deleted<K: driver::Reconciled>(
     }
 }
 
+/// A `DeploymentResource` the watch shows (created, changed or deleted)
+/// satisfies its owner template's expectation of it
+/// ([`ObjectMemory::expect_created`]).
+fn created_children_seen(
+    ctx: Arc<Context>,
+) -> impl Fn(&watcher::Event<DeploymentResource>) + Send + 'static {
+    move |event| {
+        let resource = match event {
+            watcher::Event::Apply(r) | watcher::Event::InitApply(r) | watcher::Event::Delete(r) => r,
+            watcher::Event::Init | watcher::Event::InitDone => return,
+        };
+        let namespace = resource.namespace().unwrap_or_default();
+        for owner in resource.owner_references() {
+            if owner.controller == Some(true) && owner.kind == DeploymentTemplate::kind(&()) {
+                let key = format!(
+                    "{}:{namespace}/{}",
+                    <DeploymentTemplate as driver::Reconciled>::KIND,
+                    owner.name
+                );
+                ctx.memory.created_seen(&key, &resource.name_any());
+            }
+        }
+    }
+}
+
 /// Run both controllers until `shutdown` is cancelled; in-flight reconciles
 /// finish first. `readiness` turns ready once both caches have synced.
 pub async fn run(
@@ -255,6 +295,7 @@ pub async fn run(
     let resource_trigger = watcher(resources.clone(), watcher::Config::default())
         .default_backoff()
         .inspect_ok(forget_deleted::<DeploymentResource>(ctx.clone()))
+        .inspect_ok(created_children_seen(ctx.clone()))
         .reflect(resource_writer)
         .applied_objects()
         .predicate_filter(user_changes(), Default::default());
