@@ -9,13 +9,18 @@
 //!   are Ready; wall time and the controller's peak RSS (`VmHWM`).
 //!
 //! ```sh
-//! cargo bench -p radwasm --bench controller -- time-to-ready [--reps 5]
-//! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000]
+//! cargo bench -p radwasm --bench controller -- time-to-ready [--reps 5] [--apiserver both]
+//! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000] [--apiserver both]
 //! ```
 //!
-//! The stand-ins run in this process on 127.0.0.1 and stop with it; the
-//! controller is a separate process so its memory is its own. See
-//! `docs/benchmarks.md` for figures and how the baseline is measured.
+//! `--apiserver` picks the Kubernetes API server: `embedded` (the default,
+//! `sim/kube-apiserver` in this process), `real` (etcd, kube-apiserver and
+//! kube-controller-manager built from their Go modules and started on
+//! loopback by the e2e tests' `realkube` harness) or `both`, one after the
+//! other in the same run. The Radius simulator runs in this process on
+//! 127.0.0.1 and stops with it; the controller is a separate process so its
+//! memory is its own. See `docs/benchmarks.md` for figures and how the
+//! baseline is measured.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -34,12 +39,34 @@ use radwasm::crd::{
 };
 use tokio::sync::watch;
 
+/// The real control plane, shared with the e2e tests.
+#[path = "../../tests/e2e/realkube.rs"]
+#[allow(dead_code)]
+mod realkube;
+
 const TEMPLATE: &str = include_str!("fixtures/three-resources.json");
 const SCOPE: &str = "/planes/radius/local/resourceGroups/bench";
 const NAMESPACE: &str = "default";
 
+/// Which Kubernetes API server a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Server {
+    Embedded,
+    Real,
+}
+
+impl Server {
+    fn name(self) -> &'static str {
+        match self {
+            Server::Embedded => "embedded",
+            Server::Real => "real",
+        }
+    }
+}
+
 struct Options {
     benches: Vec<String>,
+    servers: Vec<Server>,
     reps: usize,
     templates: usize,
     deploy_ms: u64,
@@ -49,6 +76,7 @@ struct Options {
 fn options() -> anyhow::Result<Options> {
     let mut options = Options {
         benches: Vec::new(),
+        servers: vec![Server::Embedded],
         reps: 5,
         templates: 1000,
         deploy_ms: 1000,
@@ -71,9 +99,17 @@ fn options() -> anyhow::Result<Options> {
             "--apply-concurrency" => {
                 options.apply_concurrency = number("--apply-concurrency")?.max(1) as usize
             }
+            "--apiserver" => {
+                options.servers = match args.next().as_deref() {
+                    Some("embedded") => vec![Server::Embedded],
+                    Some("real") => vec![Server::Real],
+                    Some("both") => vec![Server::Embedded, Server::Real],
+                    other => bail!("--apiserver takes embedded, real or both, not {other:?}"),
+                }
+            }
             "time-to-ready" | "scale" => options.benches.push(arg),
             other => bail!(
-                "unknown argument {other:?}; use time-to-ready, scale, --reps N, --templates N, --deploy-ms N, --apply-concurrency N"
+                "unknown argument {other:?}; use time-to-ready, scale, --reps N, --templates N, --deploy-ms N, --apply-concurrency N, --apiserver embedded|real|both"
             ),
         }
     }
@@ -90,9 +126,12 @@ fn main() -> ExitCode {
             .build()?;
         runtime.block_on(async {
             for bench in &options.benches {
-                match bench.as_str() {
-                    "time-to-ready" => time_to_ready(&options).await?,
-                    _ => scale(&options).await?,
+                for &server in &options.servers {
+                    println!("\n## {bench} on the {} API server", server.name());
+                    match bench.as_str() {
+                        "time-to-ready" => time_to_ready(&options, server).await?,
+                        _ => scale(&options, server).await?,
+                    }
                 }
             }
             anyhow::Ok(())
@@ -107,9 +146,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// The Kubernetes API server a stage runs on.
+enum ApiServer {
+    Embedded(radwasm_sim_apiserver::ApiServer),
+    Real(realkube::RealCluster),
+}
+
 /// The stand-ins, a client, and what a watch has seen become Ready.
 struct Stage {
-    apiserver: radwasm_sim_apiserver::ApiServer,
+    apiserver: ApiServer,
     radius: radwasm_sim_radius::RadiusSim,
     client: Client,
     dir: tempfile::TempDir,
@@ -128,9 +173,11 @@ struct Seen {
 }
 
 impl Stage {
-    async fn start(deploy: Duration, retry_after_secs: u64) -> anyhow::Result<Stage> {
-        let apiserver =
-            radwasm_sim_apiserver::start(radwasm_sim_apiserver::ApiServerConfig::default()).await?;
+    async fn start(
+        server: Server,
+        deploy: Duration,
+        retry_after_secs: u64,
+    ) -> anyhow::Result<Stage> {
         let radius = radwasm_sim_radius::start(radwasm_sim_radius::SimConfig {
             deploy_duration: deploy,
             delete_duration: Duration::from_millis(100),
@@ -140,18 +187,44 @@ impl Stage {
         .await?;
         let dir = tempfile::tempdir()?;
         let kubeconfig = dir.path().join("kubeconfig");
-        apiserver.write_kubeconfig(&kubeconfig)?;
-        let config = kube::Config::from_custom_kubeconfig(
-            kube::config::Kubeconfig::from_yaml(&apiserver.kubeconfig_yaml())?,
-            &Default::default(),
-        )
-        .await?;
-        let client = Client::try_from(config)?;
+        let (apiserver, client) = match server {
+            Server::Embedded => {
+                let apiserver =
+                    radwasm_sim_apiserver::start(radwasm_sim_apiserver::ApiServerConfig::default())
+                        .await?;
+                apiserver.write_kubeconfig(&kubeconfig)?;
+                let config = kube::Config::from_custom_kubeconfig(
+                    kube::config::Kubeconfig::from_yaml(&apiserver.kubeconfig_yaml())?,
+                    &Default::default(),
+                )
+                .await?;
+                (ApiServer::Embedded(apiserver), Client::try_from(config)?)
+            }
+            Server::Real => {
+                // The controller runs as the cluster's admin here: what is
+                // measured is the API server, not RBAC.
+                let cluster = realkube::RealCluster::start().await?;
+                std::fs::copy(cluster.kubeconfig_path(), &kubeconfig)?;
+                let client = cluster.client();
+                (ApiServer::Real(cluster), client)
+            }
+        };
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in [DeploymentTemplate::crd(), DeploymentResource::crd()] {
+            let name = crd.name_any();
             crds.create(&PostParams::default(), &crd)
                 .await
                 .context("installing the CRDs")?;
+            tokio::time::timeout(
+                Duration::from_secs(60),
+                kube::runtime::wait::await_condition(
+                    crds.clone(),
+                    &name,
+                    kube::runtime::wait::conditions::is_crd_established(),
+                ),
+            )
+            .await
+            .with_context(|| format!("{name} not Established within 60 s"))??;
         }
 
         let seen = Arc::new(Mutex::new(Seen::default()));
@@ -263,7 +336,38 @@ impl Stage {
             task.abort();
         }
         self.radius.shutdown().await;
-        self.apiserver.shutdown().await;
+        match self.apiserver {
+            ApiServer::Embedded(apiserver) => apiserver.shutdown().await,
+            ApiServer::Real(cluster) => drop(cluster),
+        }
+    }
+
+    /// CPU seconds so far of the stand-ins and this process's watches: this
+    /// process (the simulator, the embedded API server) and, on the real
+    /// server, etcd, kube-apiserver and kube-controller-manager.
+    fn stand_ins_cpu(&self) -> f64 {
+        let children = match &self.apiserver {
+            ApiServer::Embedded(_) => Vec::new(),
+            ApiServer::Real(cluster) => cluster.pids(),
+        };
+        cpu_seconds("self").unwrap_or(0.0)
+            + children
+                .iter()
+                .filter_map(|pid| cpu_seconds(&pid.to_string()))
+                .sum::<f64>()
+    }
+
+    /// Resident memory of the API server's processes now, in MiB (the
+    /// embedded one shares this process with the simulator).
+    fn apiserver_rss_mib(&self) -> f64 {
+        let pids = match &self.apiserver {
+            ApiServer::Embedded(_) => vec![std::process::id()],
+            ApiServer::Real(cluster) => cluster.pids(),
+        };
+        pids.iter()
+            .filter_map(|pid| proc_status_kib(*pid, "VmRSS:"))
+            .sum::<u64>() as f64
+            / 1024.0
     }
 }
 
@@ -318,11 +422,7 @@ impl ControllerProcess {
     }
 
     fn proc_status(&self, field: &str) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(field))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        proc_status_kib(self.child.id(), field)
     }
 
     /// Peak resident set size so far, in KiB.
@@ -373,6 +473,15 @@ impl Drop for ControllerProcess {
     }
 }
 
+/// A `kB` field of `/proc/<pid>/status`.
+fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
 /// User + system CPU seconds of a process so far (USER_HZ = 100 on Linux).
 fn cpu_seconds(pid: &str) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -389,8 +498,8 @@ fn ms(duration: Duration) -> f64 {
 }
 
 /// From apply to Ready, per Radius operation duration, for both polling modes.
-async fn time_to_ready(options: &Options) -> anyhow::Result<()> {
-    let stage = Stage::start(Duration::from_millis(200), 0).await?;
+async fn time_to_ready(options: &Options, server: Server) -> anyhow::Result<()> {
+    let stage = Stage::start(server, Duration::from_millis(200), 0).await?;
     let controller = stage.controller()?;
     // Warm-up: the controller's first watches, the resource group, the first decisions.
     stage.apply("warm-up").await?;
@@ -457,10 +566,10 @@ async fn time_to_ready(options: &Options) -> anyhow::Result<()> {
 }
 
 /// Many templates at once: wall time to all Ready, and the controller's peak RSS.
-async fn scale(options: &Options) -> anyhow::Result<()> {
+async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
     let count = options.templates;
     let deploy = Duration::from_millis(options.deploy_ms);
-    let stage = Stage::start(deploy, 0).await?;
+    let stage = Stage::start(server, deploy, 0).await?;
     let controller = stage.controller()?;
     stage.apply("warm-up").await?;
     stage
@@ -471,7 +580,7 @@ async fn scale(options: &Options) -> anyhow::Result<()> {
         .with_context(|| controller.log_tail())?;
     let rss_before = controller.peak_rss_kib().unwrap_or(0);
     let cpu_before = controller.cpu_seconds().unwrap_or(0.0);
-    let stand_ins_before = cpu_seconds("self").unwrap_or(0.0);
+    let stand_ins_before = stage.stand_ins_cpu();
 
     println!(
         "scale: {count} templates x 3 resources, Radius deployment {} ms, applied {} at a time",
@@ -537,7 +646,8 @@ async fn scale(options: &Options) -> anyhow::Result<()> {
     progress.abort();
     let peak = controller.peak_rss_kib();
     let cpu = controller.cpu_seconds();
-    let stand_ins = cpu_seconds("self").unwrap_or(0.0) - stand_ins_before;
+    let stand_ins = stage.stand_ins_cpu() - stand_ins_before;
+    let apiserver_rss = stage.apiserver_rss_mib();
     if let Err(error) = waited {
         let tail = controller.log_tail();
         let _ = controller.stop();
@@ -546,11 +656,12 @@ async fn scale(options: &Options) -> anyhow::Result<()> {
     }
     let stats = stage.radius.stats();
     println!(
-        "| templates | resources | all templates Ready | all DeploymentResources Ready | controller peak RSS | controller CPU | stand-ins + watches CPU | Radius PUTs |"
+        "| API server | templates | resources | all templates Ready | all DeploymentResources Ready | controller peak RSS | controller CPU | stand-ins + watches CPU | API server RSS | Radius PUTs |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     println!(
-        "| {count} | {} | {:.1} s | {:.1} s | {:.1} MiB (after warm-up {:.1} MiB) | {:.1} s | {stand_ins:.1} s | {} |",
+        "| {} | {count} | {} | {:.1} s | {:.1} s | {:.1} MiB (after warm-up {:.1} MiB) | {:.1} s | {stand_ins:.1} s | {apiserver_rss:.0} MiB | {} |",
+        server.name(),
         3 * count,
         templates_ready.as_secs_f64(),
         resources_ready.as_secs_f64(),
