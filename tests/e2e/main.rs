@@ -2,6 +2,7 @@
 //! against the embedded API server and the Radius simulator over HTTP
 //! Each scenario starts its own stand-ins so they run in parallel.
 
+mod churn;
 mod control_plane;
 mod dev;
 mod harness;
