@@ -251,8 +251,7 @@ async fn kustomization_applies_but_its_pods_never_run(cluster: &ClusterHandle) {
     // The ReplicaSet's two Pods exist, with the ServiceAccount's token
     // mounted by admission, and stay Pending on no node.
     let client = cluster.client().await.unwrap();
-    let pods: Api<k8s_openapi::api::core::v1::Pod> =
-        Api::namespaced(client, CONTROLLER_NAMESPACE);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, CONTROLLER_NAMESPACE);
     let listed = eventually(
         "the Deployment's two Pods are created",
         Duration::from_secs(60),
@@ -271,10 +270,7 @@ async fn kustomization_applies_but_its_pods_never_run(cluster: &ClusterHandle) {
         let spec = pod.spec.unwrap_or_default();
         assert_eq!(spec.service_account_name.as_deref(), Some("radwasm"));
         assert!(spec.node_name.is_none(), "no node to run on");
-        assert_eq!(
-            pod.status.and_then(|s| s.phase).as_deref(),
-            Some("Pending")
-        );
+        assert_eq!(pod.status.and_then(|s| s.phase).as_deref(), Some("Pending"));
     }
 }
 
@@ -318,7 +314,10 @@ async fn kubectl_views_the_objects_the_controller_reconciles(cluster: &ClusterHa
         got.contains("PHASE") && got.contains("POLICY") && got.contains("demo"),
         "{got}"
     );
-    let row = got.lines().find(|l| l.starts_with("demo")).unwrap_or_default();
+    let row = got
+        .lines()
+        .find(|l| l.starts_with("demo"))
+        .unwrap_or_default();
     assert!(row.contains("Ready") && row.contains("default"), "{got}");
     let got = run(args("get radius -o wide")).await;
     assert_eq!(

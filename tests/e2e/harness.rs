@@ -161,8 +161,7 @@ impl System {
                 (Some(apiserver), client, NS.to_string(), None)
             }
             Backend::Real => {
-                let (cluster, client, namespace) =
-                    Self::real(&kubeconfig, service_account).await;
+                let (cluster, client, namespace) = Self::real(&kubeconfig, service_account).await;
                 let given = extra_args.clone();
                 let has = |flag: &str| given.iter().any(|a| a == flag);
                 // Its own namespace, so scenarios sharing the cluster never

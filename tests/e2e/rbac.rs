@@ -133,11 +133,12 @@ async fn service_account_with(
 ) {
     let ns = CONTROLLER_NAMESPACE;
     let apply = PatchParams::apply("radwasm-e2e-rbac").force();
-    let meta = |namespace: Option<&str>| k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        name: Some(name.to_string()),
-        namespace: namespace.map(str::to_string),
-        ..Default::default()
-    };
+    let meta =
+        |namespace: Option<&str>| k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: namespace.map(str::to_string),
+            ..Default::default()
+        };
     let subject = Subject {
         kind: "ServiceAccount".into(),
         name: name.to_string(),
@@ -149,7 +150,9 @@ async fn service_account_with(
         kind: kind.into(),
         name: name.to_string(),
     };
-    let probe = cluster.first().and_then(|r| permissions(r).into_iter().next());
+    let probe = cluster
+        .first()
+        .and_then(|r| permissions(r).into_iter().next());
     Api::<ServiceAccount>::namespaced(client.clone(), ns)
         .create(
             &PostParams::default(),
@@ -264,7 +267,11 @@ async fn lifecycle(service_account: &str) {
         .list(&ListParams::default())
         .await
         .expect("list");
-    assert!(left.items.is_empty(), "{:?}", left.items.iter().map(|r| r.name_any()).collect::<Vec<_>>());
+    assert!(
+        left.items.is_empty(),
+        "{:?}",
+        left.items.iter().map(|r| r.name_any()).collect::<Vec<_>>()
+    );
     system.shutdown().await;
 }
 
@@ -327,7 +334,10 @@ async fn the_controller_uses_every_permission_deploy_rbac_grants() {
          (group, resource, verb): {unused:?}\nit asked for: {used:?}"
     );
     let ungranted: Vec<&Permission> = used.iter().filter(|p| !granted.contains(*p)).collect();
-    assert!(ungranted.is_empty(), "asked for and not granted: {ungranted:?}");
+    assert!(
+        ungranted.is_empty(),
+        "asked for and not granted: {ungranted:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,14 +372,21 @@ async fn without_any_one_rule_the_controller_is_refused() {
     }
     // Two at a time: each runs a controller, a simulator and a template.
     for pair in variants.chunks(2) {
-        let runs = pair.iter().map(|(account, removed, cluster_rules, role_rules)| {
-            let client = client.clone();
-            async move {
-                service_account_with(&client, account, cluster_rules.clone(), role_rules.clone())
+        let runs = pair
+            .iter()
+            .map(|(account, removed, cluster_rules, role_rules)| {
+                let client = client.clone();
+                async move {
+                    service_account_with(
+                        &client,
+                        account,
+                        cluster_rules.clone(),
+                        role_rules.clone(),
+                    )
                     .await;
-                refused_for(account, removed).await;
-            }
-        });
+                    refused_for(account, removed).await;
+                }
+            });
         futures::future::join_all(runs).await;
     }
 }
@@ -454,14 +471,39 @@ async fn the_controller_cannot_read_secrets_or_write_outside_its_kinds() {
         ("update", "apps", "deployments", Some(CONTROLLER_NAMESPACE)),
         ("create", "", "namespaces", None),
         ("delete", "", "namespaces", None),
-        ("create", "", "serviceaccounts/token", Some(CONTROLLER_NAMESPACE)),
+        (
+            "create",
+            "",
+            "serviceaccounts/token",
+            Some(CONTROLLER_NAMESPACE),
+        ),
         ("create", "rbac.authorization.k8s.io", "clusterroles", None),
         ("bind", "rbac.authorization.k8s.io", "clusterroles", None),
-        ("escalate", "rbac.authorization.k8s.io", "roles", Some(CONTROLLER_NAMESPACE)),
-        ("delete", "apiextensions.k8s.io", "customresourcedefinitions", None),
+        (
+            "escalate",
+            "rbac.authorization.k8s.io",
+            "roles",
+            Some(CONTROLLER_NAMESPACE),
+        ),
+        (
+            "delete",
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            None,
+        ),
         ("update", "coordination.k8s.io", "leases", Some("default")),
-        ("create", "coordination.k8s.io", "leases", Some("kube-system")),
-        ("delete", "coordination.k8s.io", "leases", Some(CONTROLLER_NAMESPACE)),
+        (
+            "create",
+            "coordination.k8s.io",
+            "leases",
+            Some("kube-system"),
+        ),
+        (
+            "delete",
+            "coordination.k8s.io",
+            "leases",
+            Some(CONTROLLER_NAMESPACE),
+        ),
     ];
     let mut allowed = Vec::new();
     for (verb, group, resource, namespace) in denied {

@@ -72,7 +72,6 @@ async fn delete_and_count_container_deletes(system: &System, window: Duration) -
     system.radius().stats().deletes_for(&container)
 }
 
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_delete_is_retried_on_the_policys_interval_not_in_a_storm() {
     let system = System::start(&[]).await;
@@ -514,7 +513,10 @@ async fn remembered_objects(system: &System) -> u64 {
         .lines()
         .find_map(|line| line.strip_prefix("radwasm_remembered_objects "))
         .and_then(|value| value.trim().parse::<f64>().ok())
-        .map_or_else(|| panic!("no radwasm_remembered_objects in:\n{metrics}"), |v| v as u64)
+        .map_or_else(
+            || panic!("no radwasm_remembered_objects in:\n{metrics}"),
+            |v| v as u64,
+        )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -255,7 +255,9 @@ fn created_children_seen(
 ) -> impl Fn(&watcher::Event<DeploymentResource>) + Send + 'static {
     move |event| {
         let resource = match event {
-            watcher::Event::Apply(r) | watcher::Event::InitApply(r) | watcher::Event::Delete(r) => r,
+            watcher::Event::Apply(r) | watcher::Event::InitApply(r) | watcher::Event::Delete(r) => {
+                r
+            }
             watcher::Event::Init | watcher::Event::InitDone => return,
         };
         let namespace = resource.namespace().unwrap_or_default();
