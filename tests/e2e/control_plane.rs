@@ -8,10 +8,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 
 use crate::realkube::{
     CONTROLLER_NAMESPACE, ClusterHandle, client_for, eventually, kubectl, ok_stdout, repo_root,
@@ -45,19 +43,9 @@ async fn real_control_plane_serves_product_crds_gc_and_service_account_tokens() 
         .await
         .unwrap();
     ok_stdout(&out, "kubectl apply --server-side -f deploy/crds/");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in [
-        "deploymenttemplates.radapp.io",
-        "deploymentresources.radapp.io",
-    ] {
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            await_condition(crds.clone(), crd, conditions::is_crd_established()),
-        )
+    crate::realkube::product_crds_established(&client)
         .await
-        .unwrap_or_else(|_| panic!("{crd} not Established within 60 s"))
-        .unwrap();
-    }
+        .unwrap_or_else(|e| panic!("{e:#}"));
 
     // kubectl explain reads the CRD's schema from the published OpenAPI,
     // which the server updates shortly after the CRD is Established.

@@ -810,18 +810,7 @@ async fn prepare_for_product(cluster: &RealCluster) -> Result<()> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
-    for crd in [
-        "deploymenttemplates.radapp.io",
-        "deploymentresources.radapp.io",
-    ] {
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            await_condition(crds.clone(), crd, conditions::is_crd_established()),
-        )
-        .await
-        .map_err(|_| anyhow!("{crd} not Established within 60 s"))??;
-    }
+    product_crds_established(&cluster.client()).await?;
     let user = format!("system:serviceaccount:{CONTROLLER_NAMESPACE}:{CONTROLLER_SERVICE_ACCOUNT}");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !can(
@@ -838,6 +827,24 @@ async fn prepare_for_product(cluster: &RealCluster) -> Result<()> {
             bail!("RBAC does not let {user} list deploymenttemplates 60 s after deploy/rbac.yaml");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Wait (at most 60 s each) until both of the product's CRDs are
+/// `Established`, i.e. served.
+pub async fn product_crds_established(client: &Client) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [
+        "deploymenttemplates.radapp.io",
+        "deploymentresources.radapp.io",
+    ] {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            await_condition(crds.clone(), crd, conditions::is_crd_established()),
+        )
+        .await
+        .map_err(|_| anyhow!("{crd} not Established within 60 s"))??;
     }
     Ok(())
 }
