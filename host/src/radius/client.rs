@@ -197,10 +197,24 @@ impl RadiusClient {
             serde_json::from_str(request.parameters)
                 .map_err(|e| RadiusError::invalid("parameters", format!("not valid JSON ({e})")))?
         };
-        if !parameters.is_object() {
+        let Some(entries) = parameters.as_object() else {
             return Err(RadiusError::invalid(
                 "parameters",
                 "must be a JSON object of ARM parameters, {\"name\": {\"value\": ...}}",
+            ));
+        };
+        // ARM's parameter form: each value wrapped as {"value": ...} (or a
+        // {"reference": ...} to a secret store).
+        if let Some((name, _)) = entries.iter().find(|(_, entry)| {
+            !entry
+                .as_object()
+                .is_some_and(|e| e.contains_key("value") || e.contains_key("reference"))
+        }) {
+            return Err(RadiusError::invalid(
+                "parameters",
+                format!(
+                    "parameter {name:?} must be an object {{\"value\": ...}} (ARM's parameter form)"
+                ),
             ));
         }
         let provider_config: Value = serde_json::from_str(request.provider_config)
