@@ -328,9 +328,20 @@ impl System {
             .env_remove("ALL_PROXY")
             .env_remove("all_proxy")
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start radwasm run")
+            .stderr(log);
+        // The controller dies with the test that started it, also when the
+        // test panics before it stops a controller it holds itself (a
+        // standby, say) or the test process is killed.
+        // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        command.spawn().expect("start radwasm run")
     }
 
     /// Whether the controller process is still running.
