@@ -61,7 +61,11 @@ impl LeaderElector {
     pub async fn acquire(&mut self, shutdown: &CancellationToken) -> bool {
         let mut waiting_logged = false;
         loop {
-            match self.try_acquire_or_renew().await {
+            let attempt = tokio::select! {
+                _ = shutdown.cancelled() => return false,
+                attempt = self.attempt() => attempt,
+            };
+            match attempt {
                 Ok(true) => {
                     tracing::info!(lease = %self.settings.name, identity = %self.settings.identity, "became the leader");
                     return true;
@@ -98,7 +102,7 @@ impl LeaderElector {
                 _ = shutdown.cancelled() => return (TermEnd::Shutdown, self),
                 _ = tokio::time::sleep(self.settings.renew_every) => {}
             }
-            match self.try_acquire_or_renew().await {
+            match self.attempt().await {
                 Ok(true) => last_renewal = Instant::now(),
                 Ok(false) => {
                     tracing::error!(lease = %self.settings.name, holder = ?self.holder(), "another replica holds the leader lease; stopping");
@@ -121,6 +125,17 @@ impl LeaderElector {
         self.observed
             .as_ref()
             .and_then(|((holder, _), _)| holder.clone())
+    }
+
+    /// [`Self::try_acquire_or_renew`], given up after one renew interval:
+    /// an API server that stops answering must not hold a candidate (or a
+    /// holder that should notice it can no longer renew) for ever.
+    async fn attempt(&mut self) -> Result<bool, String> {
+        let bound = self.settings.renew_every.max(Duration::from_secs(1));
+        match tokio::time::timeout(bound, self.try_acquire_or_renew()).await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("no answer from the API server within {bound:?}")),
+        }
     }
 
     /// One round: create, renew or take over the Lease. Ok(true) if this
