@@ -292,9 +292,11 @@ fn bench(
     compare_native: bool,
 ) -> anyhow::Result<ExitCode> {
     let observation = read_observation(observation)?;
-    if compare_native && let Err(e) = native_decide(&observation) {
-        anyhow::ensure!(e.code != NATIVE_BENCH_NOT_BUILT, "{}", e.message);
-    }
+    anyhow::ensure!(
+        !compare_native || cfg!(feature = "native-bench"),
+        "this radwasm was built without the `native-bench` feature, so --compare-native \
+         has no native policy to compare with"
+    );
     let policy = args.load()?;
     let first = policy.decide(&observation)?;
     println!(
@@ -308,6 +310,7 @@ fn bench(
         Ok(())
     })?;
     print_timing("wasm (fresh instance each)", &wasm);
+    #[cfg(feature = "native-bench")]
     if compare_native {
         let native = measure(iterations, || {
             let plan = native_decide(&observation);
@@ -324,8 +327,6 @@ fn bench(
     Ok(ExitCode::SUCCESS)
 }
 
-const NATIVE_BENCH_NOT_BUILT: &str = "NativeBenchNotBuilt";
-
 /// The default policy's logic called directly, for comparison with the guest.
 #[cfg(feature = "native-bench")]
 fn native_decide(observation: &model::Observation) -> Result<model::Plan, model::PolicyError> {
@@ -337,14 +338,4 @@ fn native_decide(observation: &model::Observation) -> Result<model::Plan, model:
             radwasm_policy_core::decide_resource(observation).map(model::Plan::DeploymentResource)
         }
     }
-}
-
-#[cfg(not(feature = "native-bench"))]
-fn native_decide(_: &model::Observation) -> Result<model::Plan, model::PolicyError> {
-    Err(model::PolicyError {
-        code: NATIVE_BENCH_NOT_BUILT.to_string(),
-        message: "this radwasm was built without the `native-bench` feature, so \
-                  --compare-native has no native policy to compare with"
-            .to_string(),
-    })
 }
