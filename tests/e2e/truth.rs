@@ -582,3 +582,73 @@ async fn what_is_remembered_of_failing_objects_goes_when_they_are_deleted() {
     }
     system.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_deleted_as_soon_as_its_resources_appear_leaves_nothing_in_radius() {
+    // Every DeploymentResource carries its finalizer from the version that
+    // created it, so a watch started before the template sees it on each
+    // resource's first version. Without that, a template deleted before the
+    // resource controller first saw its resources took them away with no
+    // Radius DELETE, leaving the Radius resources behind.
+    let system = System::start(&[]).await;
+    let first_versions: Arc<Mutex<Vec<(String, Vec<String>)>>> = Arc::default();
+    let task = {
+        let first_versions = first_versions.clone();
+        let stream = watcher(system.resources(), watcher::Config::default())
+            .default_backoff()
+            .applied_objects();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                let Ok(resource) = event else { continue };
+                if let Ok(mut seen) = first_versions.lock()
+                    && !seen.iter().any(|(name, _)| *name == resource.name_any())
+                {
+                    seen.push((resource.name_any(), resource.finalizers().to_vec()));
+                }
+            }
+        })
+    };
+    system
+        .create(&template(
+            "app",
+            &fixture("deploymenttemplate-outputresources-1.json"),
+            "",
+        ))
+        .await;
+    // Delete the template as soon as its resources exist.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while system.owned("app").await.len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no resources\n{}",
+            system.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    system
+        .templates()
+        .delete("app", &DeleteParams::default())
+        .await
+        .expect("delete");
+    system.wait_gone("app").await;
+    task.abort();
+    let first_versions = first_versions.lock().expect("lock").clone();
+    assert_eq!(first_versions.len(), 3, "{first_versions:?}");
+    for (name, finalizers) in &first_versions {
+        assert_eq!(
+            finalizers,
+            &vec![radwasm_policy_model::RESOURCE_FINALIZER.to_string()],
+            "{name} was created without its finalizer"
+        );
+    }
+    let stats = system.radius().stats();
+    assert_eq!(
+        stats.resources,
+        0,
+        "Radius resources left behind: {:?}\n{}",
+        system.radius().resource_ids(),
+        system.logs()
+    );
+    system.shutdown().await;
+}

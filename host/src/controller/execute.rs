@@ -453,6 +453,10 @@ async fn create_resource(
             namespace: Some(namespace),
             labels: Some(labels),
             owner_references: Some(owner.into_iter().collect()),
+            // Protected from birth: a resource deleted (with its template)
+            // before its own controller first saw it still gets its Radius
+            // DELETE. Radius's controller creates it the same way.
+            finalizers: Some(vec![RESOURCE_FINALIZER.to_string()]),
             ..Default::default()
         },
         spec: DeploymentResourceSpec {
