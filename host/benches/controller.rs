@@ -388,8 +388,11 @@ fn template(name: &str) -> DeploymentTemplate {
         name,
         DeploymentTemplateSpec {
             template: TEMPLATE.to_string(),
-            parameters: serde_json::json!({"name": {"value": name}}).to_string(),
-            provider_config: Some(ProviderConfig::radius(SCOPE)),
+            parameters: serde_json::json!({"name": {"value": name}})
+                .to_string()
+                .into(),
+            provider_config: ProviderConfig::radius(SCOPE).into(),
+            repository: None,
         },
     );
     object.metadata.namespace = Some(NAMESPACE.to_string());

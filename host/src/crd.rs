@@ -62,12 +62,90 @@ pub struct DeploymentTemplateSpec {
     /// The compiled ARM template, as JSON text (`bicep build` output).
     #[serde(default)]
     pub template: String,
-    /// ARM deployment parameters as JSON text: `{"name": {"value": ...}}`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub parameters: String,
-    /// Where to deploy: one entry per provider.
+    /// ARM deployment parameters, in either of two shapes: JSON text
+    /// (`{"name": {"value": ...}}`), or a map from parameter name to its
+    /// value as text, as Radius's CLI writes it.
+    #[serde(default, skip_serializing_if = "is_absent")]
+    #[schemars(schema_with = "text_or_map")]
+    pub parameters: serde_json::Value,
+    /// Where to deploy: one entry per provider, as an object or as JSON text
+    /// (Radius's CLI writes the text).
+    #[serde(default, skip_serializing_if = "is_absent")]
+    #[schemars(schema_with = "text_or_map")]
+    pub provider_config: serde_json::Value,
+    /// The git repository the Bicep files came from (Radius's CLI may set it;
+    /// kept for tools, not used to deploy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider_config: Option<ProviderConfig>,
+    pub repository: Option<String>,
+}
+
+fn is_absent(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::Null => true,
+        serde_json::Value::String(text) => text.is_empty(),
+        _ => false,
+    }
+}
+
+/// Schema of a field that holds either JSON text or an object: the API server
+/// keeps whatever is given (a structural schema allows a field with no type
+/// only with `x-kubernetes-preserve-unknown-fields`), and the controller
+/// names a value of any other shape in the object's status.
+fn text_or_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "JSON text, or an object.",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+impl DeploymentTemplateSpec {
+    /// The parameters as the ARM JSON text the policy and Radius see. Text is
+    /// taken as it is. In a map (Radius's shape), a text value becomes
+    /// `{"value": text}` (converted to the type the template declares when
+    /// the deployment is sent), an object is taken as ARM's own
+    /// `{"value": ...}` or `{"reference": ...}` entry, and any other value
+    /// becomes `{"value": ...}`. A value of another shape (a number, a list)
+    /// is passed on as its JSON text, which the policy refuses by name.
+    pub fn parameters_text(&self) -> String {
+        use serde_json::Value;
+        match &self.parameters {
+            Value::Null => String::new(),
+            Value::String(text) => text.clone(),
+            Value::Object(map) => {
+                let entries: serde_json::Map<String, Value> = map
+                    .iter()
+                    .map(|(name, value)| {
+                        let entry = match value {
+                            Value::Object(_) => value.clone(),
+                            _ => serde_json::json!({ "value": value }),
+                        };
+                        (name.clone(), entry)
+                    })
+                    .collect();
+                Value::Object(entries).to_string()
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// The provider config as JSON text: text as it is, an object as its
+    /// JSON text, nothing as the empty text.
+    pub fn provider_config_text(&self) -> String {
+        match &self.provider_config {
+            serde_json::Value::Null => String::new(),
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        }
+    }
+
+    /// The provider config, if it is one in either shape.
+    pub fn provider_config(&self) -> Option<ProviderConfig> {
+        match &self.provider_config {
+            serde_json::Value::String(text) => serde_json::from_str(text).ok(),
+            serde_json::Value::Null => None,
+            other => serde_json::from_value(other.clone()).ok(),
+        }
+    }
 }
 
 /// The scopes a deployment targets, per provider (`radius`, `az`, `aws`,
@@ -116,8 +194,10 @@ pub struct PolicyRef {
 #[serde(rename_all = "camelCase")]
 pub struct ResourceOperation {
     /// The resume token (compact JSON, see `docs/radius.md`).
+    #[serde(default)]
     pub resume_token: String,
     /// `PUT` for a deployment, `DELETE` for a deletion.
+    #[serde(default)]
     pub operation_kind: String,
 }
 
@@ -303,5 +383,11 @@ impl ProviderConfig {
             .as_ref()
             .map(|entry| entry.value.scope.as_str())
             .filter(|s| !s.is_empty())
+    }
+}
+
+impl From<ProviderConfig> for serde_json::Value {
+    fn from(config: ProviderConfig) -> Self {
+        serde_json::to_value(config).unwrap_or_default()
     }
 }

@@ -333,6 +333,39 @@ async fn kubectl_views_the_objects_the_controller_reconciles(cluster: &ClusterHa
     for text in ["Phrase:", "Ready", "Output Resources:", "Events:"] {
         assert!(described.contains(text), "{text} missing:\n{described}");
     }
+    // A manifest in the shape Radius's CLI writes (parameters a map of text,
+    // providerConfig JSON text) is accepted as it is and deployed.
+    let scope = crate::harness::SCOPE;
+    let radius_shaped = serde_json::json!({
+        "apiVersion": "radapp.io/v1alpha3",
+        "kind": "DeploymentTemplate",
+        "metadata": {"name": "from-rad-cli", "namespace": ns},
+        "spec": {
+            "template": crate::harness::fixture("cli-deploymenttemplate.json"),
+            "parameters": {"tag": "v1.0.0", "kubernetesNamespace": "apps"},
+            "providerConfig": serde_json::to_string_pretty(&serde_json::json!({
+                "radius": {"type": "Radius", "value": {"scope": scope}},
+                "deployments": {"type": "Microsoft.Resources", "value": {"scope": scope}},
+            })).unwrap(),
+        },
+    });
+    let radius_shaped_path = system.dir.path().join("from-rad-cli.yaml");
+    std::fs::write(
+        &radius_shaped_path,
+        serde_yaml::to_string(&radius_shaped).unwrap(),
+    )
+    .unwrap();
+    run(vec![
+        "apply".into(),
+        "-f".into(),
+        radius_shaped_path.display().to_string(),
+    ])
+    .await;
+    run(args(
+        "wait --for=condition=Ready deploymenttemplate/from-rad-cli --timeout=60s",
+    ))
+    .await;
+    run(args("delete deploymenttemplate from-rad-cli --timeout=60s")).await;
     let explained = run(vec!["explain".into(), "deploymenttemplates.status".into()]).await;
     assert!(explained.contains("phrase"), "{explained}");
     let explained = run(vec!["explain".into(), "deploymentresources.spec".into()]).await;

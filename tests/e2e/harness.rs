@@ -829,8 +829,9 @@ pub fn template_in(
         name,
         DeploymentTemplateSpec {
             template: template.to_string(),
-            parameters: parameters.to_string(),
-            provider_config: Some(ProviderConfig::radius(SCOPE)),
+            parameters: parameters.into(),
+            provider_config: ProviderConfig::radius(SCOPE).into(),
+            repository: None,
         },
     );
     object.metadata.namespace = Some(namespace.to_string());

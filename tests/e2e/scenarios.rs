@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use radwasm::crd::DeploymentTemplate;
+use radwasm::crd::{DeploymentTemplate, ProviderConfig};
 use serde_json::json;
 
 use crate::harness::{System, fixture, id, template, template_in};
@@ -373,18 +373,23 @@ async fn bad_input_fails_the_template_naming_the_field_without_calling_radius() 
     let good_template = fixture("deploymenttemplate-withresources.json");
     let with_scope = |name: &str, scope: &str| {
         let mut object = template(name, &good_template, "");
-        if let Some(radius) = object
-            .spec
-            .provider_config
-            .as_mut()
-            .and_then(|p| p.radius.as_mut())
-        {
-            radius.value.scope = scope.into();
+        object.spec.provider_config = ProviderConfig::radius(scope).into();
+        object
+    };
+    // Values of a shape neither manifest shape has (the API server keeps
+    // them: the schema of both fields is open).
+    let with_spec = |name: &str, parameters: serde_json::Value, provider: serde_json::Value| {
+        let mut object = template(name, &good_template, "");
+        if !parameters.is_null() {
+            object.spec.parameters = parameters;
+        }
+        if !provider.is_null() {
+            object.spec.provider_config = provider;
         }
         object
     };
     let mut no_provider = template("no-provider", &good_template, "");
-    no_provider.spec.provider_config = None;
+    no_provider.spec.provider_config = serde_json::Value::Null;
     let cases = [
         (template("broken", "{ not json", ""), "spec.template"),
         (
@@ -396,6 +401,22 @@ async fn bad_input_fails_the_template_naming_the_field_without_calling_radius() 
             "spec.parameters",
         ),
         (no_provider, "spec.providerConfig"),
+        (
+            with_spec("params-list", json!(["blue"]), json!(null)),
+            "spec.parameters",
+        ),
+        (
+            with_spec("params-number", json!(42), json!(null)),
+            "spec.parameters",
+        ),
+        (
+            with_spec("provider-number", json!(null), json!(42)),
+            "spec.providerConfig",
+        ),
+        (
+            with_spec("provider-text", json!(null), json!("{ not json")),
+            "spec.providerConfig",
+        ),
         (with_scope("no-scope", ""), "spec.providerConfig"),
         (
             with_scope("bad-scope", "/planes/radius/local/groups/default"),

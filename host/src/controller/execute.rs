@@ -50,7 +50,7 @@ pub async fn template_plan(
         hash: &observation.spec_hash,
         template: &observation.spec.template,
         parameters: &observation.spec.parameters,
-        provider_config: object.spec.provider_config.as_ref(),
+        provider_config: object.spec.provider_config(),
     };
     let mut patch = StatusPatch::default();
     patch.track_failures(
@@ -461,7 +461,7 @@ async fn create_resource(
         },
         spec: DeploymentResourceSpec {
             id: create.radius_id.clone(),
-            provider_config: object.spec.provider_config.clone(),
+            provider_config: object.spec.provider_config(),
         },
         status: None,
     };

@@ -11,6 +11,7 @@ pub mod execute;
 pub mod guard;
 pub mod memory;
 pub mod observe;
+pub mod radius_hash;
 mod resource;
 pub mod status;
 mod template;

@@ -10,10 +10,9 @@ use kube::{Resource, ResourceExt};
 use radwasm_policy_model as model;
 use sha2::{Digest, Sha256};
 
-use super::{Context, Error, OWNER_UID_LABEL};
+use super::{Context, Error};
 use crate::crd::{
-    DeploymentResource, DeploymentTemplate, FailedRequest, LastFailure, ProviderConfig,
-    ResourceOperation,
+    DeploymentResource, DeploymentTemplate, FailedRequest, LastFailure, ResourceOperation,
 };
 use crate::radius::{self, PollOutcome, ResumeToken};
 
@@ -27,15 +26,9 @@ pub struct SpecTexts {
 pub fn spec_texts(template: &DeploymentTemplate) -> SpecTexts {
     SpecTexts {
         template: template.spec.template.clone(),
-        parameters: template.spec.parameters.clone(),
-        provider_config: provider_config_text(template.spec.provider_config.as_ref()),
+        parameters: template.spec.parameters_text(),
+        provider_config: template.spec.provider_config_text(),
     }
-}
-
-pub fn provider_config_text(config: Option<&ProviderConfig>) -> String {
-    config
-        .and_then(|c| serde_json::to_string(c).ok())
-        .unwrap_or_default()
 }
 
 /// Hash of the spec: any change to template, parameters or provider config
@@ -95,8 +88,10 @@ pub async fn template(
         .state()
         .iter()
         .filter(|r| {
+            // Owned means controlled (the owner reference), as Kubernetes
+            // garbage collection sees it: the resources Radius's own
+            // controller created, without radwasm's labels, count too.
             r.namespace().as_deref() == Some(namespace.as_str())
-                && r.labels().get(OWNER_UID_LABEL) == Some(&uid)
                 && r.owner_references()
                     .iter()
                     .any(|o| o.controller == Some(true) && o.uid == uid)
@@ -160,7 +155,17 @@ pub async fn template(
             phase: status.phrase.as_deref().and_then(|p| p.parse().ok()),
             message: status.message.clone().unwrap_or_default(),
             observed_generation: status.observed_generation.unwrap_or_default(),
-            status_hash: status.status_hash.clone(),
+            status_hash: status.status_hash.as_ref().map(|stored| {
+                // The hash Radius's own controller wrote for this very spec
+                // means the same as radwasm's own: deployed, up to date.
+                if stored != spec_hash
+                    && super::radius_hash::written_by_radius_for(&object.spec, stored)
+                {
+                    spec_hash.to_string()
+                } else {
+                    stored.clone()
+                }
+            }),
             output_resources: status.output_resources.clone(),
             conditions: conditions(&status.conditions),
         },
@@ -291,7 +296,7 @@ pub async fn resource(
                     .unwrap_or_else(BTreeMap::new),
                 provider_config: found
                     .as_ref()
-                    .map(|t| provider_config_text(t.spec.provider_config.as_ref()))
+                    .map(|t| t.spec.provider_config_text())
                     .unwrap_or_default(),
             }
         });

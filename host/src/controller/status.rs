@@ -60,7 +60,7 @@ pub struct DeployedSpec<'a> {
     pub hash: &'a str,
     pub template: &'a str,
     pub parameters: &'a str,
-    pub provider_config: Option<&'a ProviderConfig>,
+    pub provider_config: Option<ProviderConfig>,
 }
 
 impl StatusPatch {
@@ -92,7 +92,7 @@ impl StatusPatch {
             if hash == spec.hash {
                 self.template = Some(spec.template.to_string());
                 self.parameters = Some(spec.parameters.to_string());
-                self.provider_config = Some(spec.provider_config.cloned());
+                self.provider_config = Some(spec.provider_config.clone());
             }
         }
         if let Some(ids) = &update.output_resources {
@@ -419,7 +419,7 @@ mod tests {
             hash: "h-now",
             template: "{\"resources\":{}}",
             parameters: "{}",
-            provider_config: Some(&config),
+            provider_config: Some(config.clone()),
         };
         let current = Current {
             conditions: &[],

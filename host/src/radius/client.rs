@@ -191,13 +191,13 @@ impl RadiusClient {
                 "must be a JSON object (a compiled ARM template)",
             ));
         }
-        let parameters: Value = if request.parameters.trim().is_empty() {
+        let mut parameters: Value = if request.parameters.trim().is_empty() {
             json!({})
         } else {
             serde_json::from_str(request.parameters)
                 .map_err(|e| RadiusError::invalid("parameters", format!("not valid JSON ({e})")))?
         };
-        let Some(entries) = parameters.as_object() else {
+        let Some(entries) = parameters.as_object_mut() else {
             return Err(RadiusError::invalid(
                 "parameters",
                 "must be a JSON object of ARM parameters, {\"name\": {\"value\": ...}}",
@@ -217,6 +217,9 @@ impl RadiusClient {
                 ),
             ));
         }
+        // Text values (Radius's manifest shape) as the declared types.
+        super::parameters::convert_to_declared_types(&template, entries)
+            .map_err(|message| RadiusError::invalid("parameters", message))?;
         let provider_config: Value = serde_json::from_str(request.provider_config)
             .map_err(|e| RadiusError::invalid("providerConfig", format!("not valid JSON ({e})")))?;
         if !provider_config.is_object() {

@@ -1,0 +1,240 @@
+//! Manifests in the shape Radius's own CLI and controller write them:
+//! `spec.parameters` a map of text, `spec.providerConfig` JSON text, and
+//! objects Radius's controller already made `Ready`, taken over unchanged.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use radwasm::crd::{DeploymentResource, DeploymentResourceSpec, DeploymentTemplate};
+use serde_json::{Value, json};
+
+use crate::harness::{SCOPE, System, fixture, id};
+
+/// `env.json` with three more parameters, of types Radius's text values
+/// must be converted to, used in the environment's properties.
+fn typed_template() -> String {
+    let mut template: Value = serde_json::from_str(&fixture("env.json")).expect("env.json");
+    template["parameters"]["replicas"] = json!({"type": "int"});
+    template["parameters"]["debug"] = json!({"type": "bool"});
+    template["parameters"]["labels"] = json!({"type": "object"});
+    let properties = &mut template["resources"]["env"]["properties"]["properties"];
+    properties["replicas"] = json!("[parameters('replicas')]");
+    properties["debug"] = json!("[parameters('debug')]");
+    properties["labels"] = json!("[parameters('labels')]");
+    template.to_string()
+}
+
+/// A template as Radius's CLI writes it.
+fn radius_shaped(name: &str, template: &str, parameters: Value) -> DeploymentTemplate {
+    let mut object: DeploymentTemplate = serde_json::from_value(json!({
+        "apiVersion": "radapp.io/v1alpha3",
+        "kind": "DeploymentTemplate",
+        "metadata": {"name": name},
+        "spec": {
+            "template": template,
+            "parameters": parameters,
+            "providerConfig": json!({
+                "radius": {"type": "Radius", "value": {"scope": SCOPE}},
+                "deployments": {"type": "Microsoft.Resources", "value": {"scope": SCOPE}},
+            }).to_string(),
+            "repository": "https://example.com/team/app.git",
+        },
+    }))
+    .expect("a DeploymentTemplate");
+    object.metadata.namespace = None;
+    object
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_in_radius_shape_deploys_its_text_parameters_as_the_declared_types() {
+    let system = System::start(&[]).await;
+    system
+        .create(&radius_shaped(
+            "typed",
+            &typed_template(),
+            json!({
+                "name": "typed",
+                "namespace": "apps",
+                "replicas": "3",
+                "debug": "true",
+                "labels": "{\"team\": \"a\"}",
+            }),
+        ))
+        .await;
+    system.wait_phase("typed", "Ready").await;
+    let environment = system
+        .radius()
+        .resource(&id("environments", "typed-env"))
+        .expect("the environment is deployed");
+    let properties = &environment["properties"];
+    assert_eq!(properties["replicas"], json!(3), "{environment}");
+    assert_eq!(properties["debug"], json!(true), "{environment}");
+    assert_eq!(properties["labels"], json!({"team": "a"}), "{environment}");
+    assert_eq!(properties["compute"]["namespace"], json!("apps"));
+
+    // A value that does not fit its declared type fails the template,
+    // naming the parameter, and reaches no deployment endpoint.
+    let puts = system.radius().stats().deployment_puts;
+    system
+        .templates()
+        .patch(
+            "typed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"parameters": {"replicas": "three"}}})),
+        )
+        .await
+        .expect("patch");
+    let failed = system.wait_phase("typed", "Failed").await;
+    let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(
+        message.contains("\"replicas\"") && message.contains("int"),
+        "{message}"
+    );
+    assert_eq!(system.radius().stats().deployment_puts, puts);
+    system.shutdown().await;
+}
+
+/// One of the vectors `tests/radius-hash/main.go` computed with Go, the way
+/// Radius's controller hashes a spec.
+fn go_vector(name: &str) -> Value {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/radius-hash/vectors.json");
+    let vectors: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("vectors.json"))
+            .expect("vectors");
+    vectors
+        .into_iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("no vector {name:?}"))
+}
+
+/// Make `name` look as Radius's controller leaves a template it deployed:
+/// status Ready with its hash, and one DeploymentResource per output
+/// resource, named after the resource, with Radius's finalizer.
+async fn as_radius_left_it(system: &System, name: &str, hash: &str, ids: &[String]) {
+    let object = system.templates().get(name).await.expect("get");
+    let owner = OwnerReference {
+        api_version: "radapp.io/v1alpha3".into(),
+        kind: "DeploymentTemplate".into(),
+        name: name.into(),
+        uid: object.uid().expect("uid"),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    for id in ids {
+        let mut resource = DeploymentResource::new(
+            id.rsplit('/').next().expect("name"),
+            DeploymentResourceSpec {
+                id: id.clone(),
+                provider_config: None,
+            },
+        );
+        resource.metadata.owner_references = Some(vec![owner.clone()]);
+        resource.metadata.finalizers = Some(vec!["radapp.io/deployment-resource-finalizer".into()]);
+        system
+            .resources()
+            .create(&PostParams::default(), &resource)
+            .await
+            .expect("create a DeploymentResource as Radius does");
+    }
+    let status = json!({"status": {
+        "observedGeneration": object.meta().generation,
+        "statusHash": hash,
+        "outputResources": ids,
+        "phrase": "Ready",
+    }});
+    system
+        .templates()
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .expect("status as Radius writes it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_radius_made_ready_is_taken_over_without_a_redeploy() {
+    let mut system = System::start(&[]).await;
+    // Radius's controller ran until now; radwasm is installed next.
+    system.stop_controller();
+    let vector = go_vector("a real template with parameters and provider config");
+    let spec = vector["spec"].clone();
+    let object = |name: &str| -> DeploymentTemplate {
+        serde_json::from_value(json!({
+            "apiVersion": "radapp.io/v1alpha3",
+            "kind": "DeploymentTemplate",
+            "metadata": {"name": name},
+            "spec": spec,
+        }))
+        .expect("template")
+    };
+    let ids = [
+        id("environments", "output-resources-environment"),
+        id("applications", "output-resources-application"),
+        id("containers", "output-resources-container"),
+    ];
+    system.create(&object("taken-over")).await;
+    let sha256 = vector["sha256"].as_str().expect("sha256");
+    as_radius_left_it(&system, "taken-over", sha256, &ids).await;
+    // The same spec with a hash of another spec: out of date.
+    system.create(&object("stale")).await;
+    let other = go_vector("template only");
+    let stale_hash = other["sha256"].as_str().expect("sha256");
+    as_radius_left_it(&system, "stale", stale_hash, &[]).await;
+
+    system.start_controller();
+    // Reconciled: the condition radwasm keeps, which Radius never writes.
+    system
+        .wait_template("taken-over", "Ready condition", |t| {
+            t.and_then(|t| t.status.as_ref()).is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+        })
+        .await;
+    let taken_over = system.templates().get("taken-over").await.expect("get");
+    assert_eq!(
+        taken_over.status.and_then(|s| s.phrase).as_deref(),
+        Some("Ready")
+    );
+    // The stale one is deployed; by then the other had every chance to be.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !system
+        .radius()
+        .stats()
+        .deployment_puts_by_name
+        .keys()
+        .any(|name| name.starts_with("stale"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stale template was never deployed\n{}",
+            system.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let puts = system.radius().stats().deployment_puts_by_name;
+    assert!(
+        !puts.keys().any(|name| name.starts_with("taken-over")),
+        "redeployed: {puts:?}"
+    );
+    // Radius's DeploymentResources are adopted, not duplicated.
+    let owned = system.owned("taken-over").await;
+    assert_eq!(
+        owned.len(),
+        3,
+        "{:?}",
+        owned.iter().map(|r| r.name_any()).collect::<Vec<_>>()
+    );
+    let taken_over = system.templates().get("taken-over").await.expect("get");
+    assert!(
+        taken_over
+            .finalizers()
+            .iter()
+            .any(|f| f == "radapp.io/deployment-template-finalizer"),
+        "{:?}",
+        taken_over.finalizers()
+    );
+    system.shutdown().await;
+}
