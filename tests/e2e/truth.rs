@@ -583,6 +583,9 @@ async fn what_is_remembered_of_failing_objects_goes_when_they_are_deleted() {
     system.shutdown().await;
 }
 
+/// Each DeploymentResource's name and finalizers as a watch first saw it.
+type FirstVersions = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_deleted_as_soon_as_its_resources_appear_leaves_nothing_in_radius() {
     // Every DeploymentResource carries its finalizer from the version that
@@ -591,7 +594,7 @@ async fn a_template_deleted_as_soon_as_its_resources_appear_leaves_nothing_in_ra
     // resource controller first saw its resources took them away with no
     // Radius DELETE, leaving the Radius resources behind.
     let system = System::start(&[]).await;
-    let first_versions: Arc<Mutex<Vec<(String, Vec<String>)>>> = Arc::default();
+    let first_versions: FirstVersions = Arc::default();
     let task = {
         let first_versions = first_versions.clone();
         let stream = watcher(system.resources(), watcher::Config::default())

@@ -319,59 +319,73 @@ async fn start_deployment(
         subject: observation.spec_hash.clone(),
         rejected: None,
     };
-    let token = if running_in_radius(ctx, &deployment_id).await? {
-        tracing::info!(deployment = %deployment_id, "deployment already running in Radius; following it");
-        follow
-    } else {
-        let request = DeploymentRequest {
-            scope: &start.scope,
-            name: &start.deployment_name,
-            template: &observation.spec.template,
-            parameters: &observation.spec.parameters,
-            provider_config: &observation.spec.provider_config,
-            subject: &observation.spec_hash,
-        };
-        match ctx.radius.start_deployment(&request).await {
-            Ok(token) => token,
-            Err(error) if error.is_transient() => return Err(error.into()),
-            Err(RadiusError::Arm {
-                status: 409, code, ..
-            }) if code == DEPLOYMENT_ACTIVE => {
-                // Exactly the deployment the plan named is running: follow it.
-                tracing::info!(deployment = %deployment_id, "deployment already active; following it");
-                follow
-            }
-            Err(error) => {
-                tracing::info!(error = %error, "Radius refused the deployment");
-                let failed = failed_request("PUT", &deployment_id, &observation.spec_hash, &error);
-                write_status(
-                    ctx,
-                    object,
-                    &key(object),
-                    &StatusPatch::request_failed(failed),
-                )
-                .await?;
-                return Ok(Started::Refused);
-            }
-        }
-    };
+    // Write ahead: the deployment is recorded (as one to follow by its id,
+    // and in the list of this template's deployment records) before it is
+    // sent. A status write lost after the PUT then still leaves its name:
+    // the next decision follows that deployment to its end and adopts its
+    // outputs, instead of not knowing it ran (its resources would belong to
+    // no record the template keeps).
     if !deployments
         .iter()
-        .any(|recorded| recorded.eq_ignore_ascii_case(&token.resource_id))
+        .any(|recorded| recorded.eq_ignore_ascii_case(&deployment_id))
     {
-        deployments.push(token.resource_id.clone());
+        deployments.push(deployment_id.clone());
         let surplus = deployments.len().saturating_sub(MAX_DEPLOYMENT_RECORDS);
         deployments.drain(..surplus);
     }
-    let mut patch = StatusPatch::operation_started(
-        ResourceOperation {
-            resume_token: token.encode(),
-            operation_kind: "PUT".to_string(),
-        },
-        Some(token.resource_id),
-    );
-    patch.deployments = Some(deployments.clone());
-    write_status(ctx, object, &key(object), &patch).await?;
+    let recorded = |token: &ResumeToken| {
+        let mut patch = StatusPatch::operation_started(
+            ResourceOperation {
+                resume_token: token.encode(),
+                operation_kind: "PUT".to_string(),
+            },
+            Some(token.resource_id.clone()),
+        );
+        patch.deployments = Some(deployments.clone());
+        patch
+    };
+    write_status(ctx, object, &key(object), &recorded(&follow)).await?;
+    if running_in_radius(ctx, &deployment_id).await? {
+        tracing::info!(deployment = %deployment_id, "deployment already running in Radius; following it");
+        return Ok(Started::Recorded);
+    }
+    let request = DeploymentRequest {
+        scope: &start.scope,
+        name: &start.deployment_name,
+        template: &observation.spec.template,
+        parameters: &observation.spec.parameters,
+        provider_config: &observation.spec.provider_config,
+        subject: &observation.spec_hash,
+    };
+    let token = match ctx.radius.start_deployment(&request).await {
+        Ok(token) => token,
+        // Still recorded to follow: the next decision finds out (by its
+        // id) whether Radius got it.
+        Err(error) if error.is_transient() => return Err(error.into()),
+        Err(RadiusError::Arm {
+            status: 409, code, ..
+        }) if code == DEPLOYMENT_ACTIVE => {
+            // Exactly the deployment the plan named is running: follow it.
+            tracing::info!(deployment = %deployment_id, "deployment already active; following it");
+            return Ok(Started::Recorded);
+        }
+        Err(error) => {
+            tracing::info!(error = %error, "Radius refused the deployment");
+            let failed = failed_request("PUT", &deployment_id, &observation.spec_hash, &error);
+            write_status(
+                ctx,
+                object,
+                &key(object),
+                &StatusPatch::request_failed(failed),
+            )
+            .await?;
+            return Ok(Started::Refused);
+        }
+    };
+    // The operation's own URLs, which are cheaper to poll than the
+    // deployment. If this write is lost, the record written ahead is
+    // followed instead.
+    write_status(ctx, object, &key(object), &recorded(&token)).await?;
     Ok(Started::Recorded)
 }
 

@@ -180,6 +180,9 @@ impl StatusPatch {
     pub fn request_failed(failed: FailedRequest) -> Self {
         StatusPatch {
             failed_request: Some(Some(failed)),
+            // No operation began: not even the one recorded ahead of the
+            // request.
+            operation: Some(None),
             ..Default::default()
         }
     }
