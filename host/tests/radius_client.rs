@@ -383,6 +383,47 @@ async fn an_operation_radius_forgot_polls_as_not_found() {
 }
 
 #[tokio::test]
+async fn a_deletion_radius_forgot_is_not_found_while_the_resource_stays_and_done_once_it_is_gone() {
+    let sim = start_sim().await;
+    let client = client_for(&sim);
+    client.ensure_resource_group(GROUP).await.expect("group");
+    let template = fixture_text("deploymenttemplate-outputresources-1.json");
+    let token = client
+        .start_deployment(&deployment("app", &template, "{}"))
+        .await
+        .expect("PUT");
+    poll_to_end(&client, &token).await;
+    let container = id("containers", "output-resources-container");
+    sim.faults().set_delete_duration(Duration::from_millis(500));
+    sim.faults().vanish_next_operations(1);
+    let DeleteStart::Started(token) = client.start_delete(&container).await.expect("DELETE") else {
+        panic!("a 202 with an operation was expected");
+    };
+    // The operation URL answers 404; the resource is still being deleted.
+    assert_eq!(
+        client.poll(&token).await.expect("poll"),
+        PollOutcome::NotFound
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client
+        .get_resource(&container)
+        .await
+        .expect("GET")
+        .is_some()
+    {
+        assert!(Instant::now() < deadline, "the deletion never finished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        client.poll(&token).await.expect("poll"),
+        PollOutcome::Succeeded {
+            output_resources: Vec::new()
+        }
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn bad_input_is_refused_before_anything_is_sent() {
     let sim = start_sim().await;
     let client = client_for(&sim);

@@ -56,7 +56,11 @@ fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
                 deleting(observation, plan, format!("deleting {id} in Radius"));
                 plan.requeue(poll_after(*retry_after_ms));
             }
-            OperationResult::Succeeded { .. } | OperationResult::NotFound => {
+            // Radius forgot the deletion while the resource is still there
+            // (the host reports a deletion whose resource is gone as
+            // succeeded): delete it again.
+            OperationResult::NotFound => {}
+            OperationResult::Succeeded { .. } => {
                 plan.push(ResourceAction::RemoveFinalizer);
                 plan.event(
                     EventType::Normal,
@@ -98,7 +102,9 @@ fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
                 plan.requeue(POLL_ERROR_RETRY_MS);
             }
         }
-        return;
+        if operation.result != OperationResult::NotFound {
+            return;
+        }
     }
 
     match may_delete_in_radius(observation) {

@@ -334,15 +334,27 @@ impl RadiusClient {
             });
         }
         let outcome = if let Some(url) = &token.async_operation {
-            self.poll_status(url).await?
+            match (self.poll_status(url).await?, token.kind) {
+                (PollOutcome::Succeeded { .. }, OperationKind::Deployment) => {
+                    self.final_deployment(token).await?
+                }
+                (outcome, _) => outcome,
+            }
         } else if let Some(url) = &token.location {
-            return self.poll_location(token, url).await;
+            self.poll_location(token, url).await?
         } else {
             return self.poll_resource(token).await;
         };
         match (outcome, token.kind) {
-            (PollOutcome::Succeeded { .. }, OperationKind::Deployment) => {
-                self.final_deployment(token).await
+            // Radius forgot the operation, which says nothing about the
+            // resource: a deletion is over only if the resource is gone.
+            (PollOutcome::NotFound, OperationKind::Deletion) => {
+                Ok(match self.get_resource(&token.resource_id).await? {
+                    None => PollOutcome::Succeeded {
+                        output_resources: Vec::new(),
+                    },
+                    Some(_) => PollOutcome::NotFound,
+                })
             }
             (outcome, _) => Ok(outcome),
         }
