@@ -839,9 +839,19 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
                 if let Some(warning) = refused.warning() {
                     plan.event(EventType::Warning, INVALID_OUTPUT_RESOURCE, warning);
                 }
+                // The phase says Deleting with the hash: a phase left from an
+                // earlier generation must not read as that spec being Ready.
+                let message = "deleting the resources of the deployment that just finished";
                 plan.status(
                     status,
                     DesiredTemplateStatus {
+                        phase: Some(TemplatePhase::Deleting),
+                        message: Some(message.to_string()),
+                        ready: Some(ready_condition(
+                            ConditionStatus::False,
+                            "Deleting",
+                            message,
+                        )),
                         output_resources: Some(output_resources.clone()),
                         status_hash: Some(operation.subject.clone()),
                         clear_operation: true,
