@@ -34,7 +34,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use arm::{EvaluatedResource, Evaluation, EvaluationRequest, evaluate, evaluate_template};
+pub use arm::{
+    EvaluatedResource, Evaluation, EvaluationRequest, ModuleDeployment, evaluate, evaluate_template,
+};
 pub use error::ArmError;
 pub use faults::{FaultCounts, Faults, FaultsHandle, InjectedError, Settings, SettingsPatch};
 pub use server::AGGREGATED_PATH;

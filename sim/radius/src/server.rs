@@ -892,6 +892,7 @@ impl Ucp<'_> {
             existing: false,
             body,
             depends_on: Vec::new(),
+            module_path: Vec::new(),
         };
         let created = !store.resources.contains_key(&key);
         let previous = store.resources.get(&key).map(|r| r.body.clone());

@@ -5,7 +5,7 @@
 //! which finishes the operations whose time has come, in due order. So
 //! nothing runs in the background and every observer sees the same history.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -331,9 +331,16 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Vec<String>, ArmError> {
         let mut problems = Vec::new();
+        // Ids this run creates before the resource at hand: a module's
+        // `existing` resource may be one its parent deploys first.
+        let mut created = HashSet::new();
         for resource in planned {
-            let stored = self.resources.get(&ids::key(&resource.id));
-            if resource.existing && stored.is_none() {
+            let key = ids::key(&resource.id);
+            let stored = self.resources.get(&key);
+            if !resource.existing {
+                created.insert(key.clone());
+            }
+            if resource.existing && stored.is_none() && !created.contains(&key) {
                 problems.push(ArmError::new(
                     codes::NOT_FOUND,
                     format!(
@@ -370,19 +377,23 @@ impl Store {
             error.details = problems;
             return Err(error);
         }
+        // Listed once even if the template and a module both deploy it.
         let mut output = Vec::new();
+        let mut listed = HashSet::new();
         for resource in planned.iter().filter(|r| !r.existing) {
             let key = ids::key(&resource.id);
             let previous = self.resources.get(&key).map(|r| &r.body);
             let body = stored_body(resource, previous, now);
             self.resources.insert(
-                key,
+                key.clone(),
                 StoredResource {
                     body,
                     deleting: None,
                 },
             );
-            output.push(resource.id.clone());
+            if listed.insert(key) {
+                output.push(resource.id.clone());
+            }
         }
         Ok(output)
     }

@@ -1,7 +1,15 @@
 //! The template evaluator: parameters, variables, user functions, resources
-//! (identity, body, dependencies, copies, conditions) and outputs. Everything
-//! is evaluated lazily with memoisation, so declaration order does not
-//! matter and cycles are reported instead of recursing forever.
+//! (identity, body, dependencies, copies, conditions), modules and outputs.
+//! Everything is evaluated lazily with memoisation, so declaration order does
+//! not matter and cycles are reported instead of recursing forever.
+//!
+//! A Bicep module is a nested `Microsoft.Resources/deployments` resource with
+//! an inline template evaluated in the `inner` scope. Its parameters are
+//! evaluated here, in the declaring template; its template by an evaluator of
+//! its own, which sees nothing of the declaring template but those parameters.
+//! What `reference()` answers for a module is the deployment's properties
+//! (`outputs` included), and the resources it deploys take its place in the
+//! result, in order.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -9,7 +17,7 @@ use serde_json::{Map, Value};
 
 use super::expr::{Expr, TemplateString, parse_template_string};
 use super::functions::{self, stringify, type_name};
-use super::{EvaluatedResource, Evaluation, EvaluationRequest, ExistingLookup};
+use super::{EvaluatedResource, Evaluation, EvaluationRequest, ExistingLookup, ModuleDeployment};
 use crate::error::ArmError;
 use crate::ids;
 
@@ -31,6 +39,13 @@ const TEMPLATE_ONLY_KEYS: &[&str] = &[
     "metadata",
     "resources",
 ];
+
+/// The type of a nested deployment, which is what Bicep compiles a module to.
+const DEPLOYMENTS_TYPE: &str = "microsoft.resources/deployments";
+
+/// Fields of a nested deployment's `properties` the simulator cannot honour.
+const UNSUPPORTED_MODULE_PROPERTIES: &[&str] =
+    &["templateLink", "parametersLink", "onErrorDeployment"];
 
 enum Slot {
     Pending,
@@ -82,12 +97,16 @@ struct Instance<'a> {
     copy: Option<CopyFrame>,
     extensible: bool,
     existing: bool,
+    /// A nested deployment with an inline template (a Bicep module).
+    module: bool,
     deployed: bool,
     identity: Option<Identity>,
     identity_busy: bool,
     body: Slot,
     /// Instances whose `reference()`/`resourceInfo()` this one's body used.
     references: BTreeSet<usize>,
+    /// For a module, what its template deployed (set with its body).
+    nested: Option<Evaluation>,
 }
 
 pub(super) struct Evaluator<'a> {
@@ -131,6 +150,12 @@ fn template_type(declaration: &Map<String, Value>) -> Option<String> {
 
 impl<'a> Evaluator<'a> {
     pub(super) fn run(request: &EvaluationRequest<'a>) -> Result<Evaluation, ArmError> {
+        Self::run_nested(request, 0)
+    }
+
+    /// [`Evaluator::run`] for a template `nesting` levels deep into another
+    /// evaluation (a module), so the bound on recursion covers both.
+    fn run_nested(request: &EvaluationRequest<'a>, nesting: usize) -> Result<Evaluation, ArmError> {
         let template = request.template.as_object().ok_or_else(|| {
             ArmError::invalid_template(format!(
                 "The template must be a JSON object but is {}",
@@ -151,7 +176,7 @@ impl<'a> Evaluator<'a> {
             copy_frames: Vec::new(),
             evaluating: Vec::new(),
             existing: request.existing,
-            nesting: 0,
+            nesting,
         };
         evaluator.declare_parameters(request.parameters)?;
         evaluator.declare_variables()?;
@@ -174,8 +199,12 @@ impl<'a> Evaluator<'a> {
         }
         let order = evaluator.order()?;
         let outputs = evaluator.outputs()?;
-        let resources = evaluator.results(&order);
-        Ok(Evaluation { resources, outputs })
+        let (resources, modules) = evaluator.results(&order);
+        Ok(Evaluation {
+            resources,
+            outputs,
+            modules,
+        })
     }
 
     // ----- parameters -------------------------------------------------
@@ -492,6 +521,19 @@ impl<'a> Evaluator<'a> {
         location: String,
         declaration: &'a Map<String, Value>,
     ) -> Result<(), ArmError> {
+        let module = template_type(declaration).as_deref() == Some(DEPLOYMENTS_TYPE)
+            && declaration.get("existing") != Some(&Value::Bool(true));
+        if module {
+            // Bicep writes these for a module with `scope:`; its resources
+            // would go to another resource group or subscription.
+            for unsupported in ["scope", "subscriptionId", "resourceGroup"] {
+                if declaration.contains_key(unsupported) {
+                    return Err(ArmError::invalid_template(format!(
+                        "The module '{location}' (a nested Microsoft.Resources/deployments) sets '{unsupported}', which the Radius simulator does not support: a module deploys into the scope of the template that declares it"
+                    )));
+                }
+            }
+        }
         for unsupported in ["scope", "subscriptionId"] {
             if declaration.contains_key(unsupported) {
                 return Err(ArmError::invalid_template(format!(
@@ -561,11 +603,13 @@ impl<'a> Evaluator<'a> {
             copy: None,
             extensible,
             existing,
+            module,
             deployed: true,
             identity: None,
             identity_busy: false,
             body: Slot::Pending,
             references: BTreeSet::new(),
+            nested: None,
         };
         match copies {
             None => {
@@ -588,11 +632,13 @@ impl<'a> Evaluator<'a> {
                         declaration,
                         extensible,
                         existing,
+                        module,
                         deployed: true,
                         identity: None,
                         identity_busy: false,
                         body: Slot::Pending,
                         references: BTreeSet::new(),
+                        nested: None,
                     });
                     self.add_symbol(&instance_name, index);
                     self.add_symbol(&display, index);
@@ -783,6 +829,9 @@ impl<'a> Evaluator<'a> {
     }
 
     fn compute_body(&mut self, index: usize, identity: &Identity) -> Result<Value, ArmError> {
+        if self.instances[index].module {
+            return self.compute_module(index, identity);
+        }
         let declaration = self.instances[index].declaration;
         let location = self.instances[index].location.clone();
         let mut body = if self.instances[index].extensible {
@@ -818,6 +867,131 @@ impl<'a> Evaluator<'a> {
         Ok(Value::Object(body))
     }
 
+    /// Evaluate a module: its parameters here, its template by an evaluator
+    /// of its own. The body is the deployment as ARM reports it once it has
+    /// succeeded, so `reference()` finds `outputs` in its properties.
+    fn compute_module(&mut self, index: usize, identity: &Identity) -> Result<Value, ArmError> {
+        let declaration = self.instances[index].declaration;
+        let location = self.instances[index].location.clone();
+        let module = self.instances[index].instance_name.clone();
+        let properties = match declaration.get("properties") {
+            Some(Value::Object(properties)) => properties,
+            _ => {
+                return Err(ArmError::invalid_template(format!(
+                    "The module '{module}' (at {location}) has no 'properties' object"
+                )));
+            }
+        };
+        for unsupported in UNSUPPORTED_MODULE_PROPERTIES {
+            if properties.contains_key(*unsupported) {
+                return Err(ArmError::invalid_template(format!(
+                    "The module '{module}' uses 'properties.{unsupported}', which the Radius simulator does not support; Bicep compiles a module to an inline 'properties.template'"
+                )));
+            }
+        }
+        let evaluation_scope = match properties
+            .get("expressionEvaluationOptions")
+            .and_then(|options| options.get("scope"))
+        {
+            Some(scope) => self.eval_value(
+                scope,
+                &format!("{location}.properties.expressionEvaluationOptions.scope"),
+            )?,
+            None => Value::Null,
+        };
+        if !evaluation_scope
+            .as_str()
+            .is_some_and(|scope| scope.eq_ignore_ascii_case("inner"))
+        {
+            return Err(ArmError::invalid_template(format!(
+                "The module '{module}' is evaluated in the '{}' scope, which the Radius simulator does not support; set 'properties.expressionEvaluationOptions.scope' to 'inner' (as Bicep does)",
+                evaluation_scope.as_str().unwrap_or("outer")
+            )));
+        }
+        if let Some(mode) = properties.get("mode") {
+            let mode = self.eval_value(mode, &format!("{location}.properties.mode"))?;
+            if !mode
+                .as_str()
+                .is_some_and(|mode| mode.eq_ignore_ascii_case("Incremental"))
+            {
+                return Err(ArmError::invalid_template(format!(
+                    "The module '{module}' has the deployment mode '{}'; the Radius simulator supports only 'Incremental'",
+                    stringify(&mode)
+                )));
+            }
+        }
+        let template = properties
+            .get("template")
+            .filter(|template| template.is_object())
+            .ok_or_else(|| {
+                ArmError::invalid_template(format!(
+                    "The module '{module}' has no inline template: 'properties.template' must be a JSON object"
+                ))
+            })?;
+        let parameters = match properties.get("parameters") {
+            Some(parameters) => {
+                self.eval_value(parameters, &format!("{location}.properties.parameters"))?
+            }
+            None => Value::Null,
+        };
+        // `existing` resources of the module may be ones this template
+        // deploys before the module starts; those are found as planned.
+        let mut planned: HashMap<String, Value> = HashMap::new();
+        for before in self.deployed_before(index)? {
+            if let Some(nested) = &self.instances[before].nested {
+                for resource in nested.resources.iter().filter(|r| !r.existing) {
+                    let state = provider_state(
+                        &resource.id,
+                        &resource.name,
+                        &resource.resource_type,
+                        resource.api_version.as_deref(),
+                        resource.body.clone(),
+                    );
+                    planned.insert(ids::key(&resource.id), state);
+                }
+            } else if !self.instances[before].existing {
+                let state = self.runtime_state(before)?;
+                let id = self.identity(before)?.id;
+                planned.insert(ids::key(&id), state);
+            }
+        }
+        let outer = self.existing;
+        let lookup = |id: &str| {
+            planned
+                .get(&ids::key(id))
+                .cloned()
+                .or_else(|| outer.and_then(|lookup| lookup(id)))
+        };
+        let request = EvaluationRequest {
+            scope: &self.scope,
+            template,
+            parameters: &parameters,
+            deployment_name: &identity.name,
+            existing: Some(&lookup),
+        };
+        let nested = Evaluator::run_nested(&request, self.nesting).map_err(|mut error| {
+            error.message = format!("In module '{module}': {}", error.message);
+            error
+        })?;
+        let output_resources: Vec<Value> = nested
+            .output_resource_ids()
+            .into_iter()
+            .map(|id| serde_json::json!({ "id": id }))
+            .collect();
+        let body = serde_json::json!({
+            "name": identity.name,
+            "properties": {
+                "mode": "Incremental",
+                "parameters": parameters,
+                "outputs": nested.outputs,
+                "outputResources": output_resources,
+                "provisioningState": "Succeeded",
+            },
+        });
+        self.instances[index].nested = Some(nested);
+        Ok(body)
+    }
+
     /// What `reference()` on an instance sees: the resource as its provider
     /// returns it (`{"id", "name", "type", "properties": {...}}`).
     fn runtime_state(&mut self, index: usize) -> Result<Value, ArmError> {
@@ -835,29 +1009,29 @@ impl<'a> Evaluator<'a> {
             )));
         }
         let body = self.body(index)?;
-        let mut state = Map::new();
-        state.insert("id".into(), Value::String(identity.id.clone()));
-        state.insert("name".into(), Value::String(identity.name.clone()));
-        state.insert("type".into(), Value::String(identity.resource_type.clone()));
-        if let Some(version) = &identity.api_version {
-            state.insert("apiVersion".into(), Value::String(version.clone()));
-        }
-        if let Value::Object(body) = body {
-            for (key, value) in body {
-                if !state.contains_key(&key) {
-                    state.insert(key, value);
-                }
+        Ok(provider_state(
+            &identity.id,
+            &identity.name,
+            &identity.resource_type,
+            identity.api_version.as_deref(),
+            body,
+        ))
+    }
+
+    /// The deployed instances that are done before `index` starts: its
+    /// dependencies and theirs. Evaluates their bodies (which is where
+    /// implicit dependencies are found).
+    fn deployed_before(&mut self, index: usize) -> Result<BTreeSet<usize>, ArmError> {
+        let mut found = BTreeSet::new();
+        let mut pending: Vec<usize> = self.dependencies(index)?.into_iter().collect();
+        while let Some(next) = pending.pop() {
+            if next == index || !found.insert(next) {
+                continue;
             }
+            self.body(next)?;
+            pending.extend(self.dependencies(next)?);
         }
-        let properties = state
-            .entry("properties")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(properties) = properties {
-            properties
-                .entry("provisioningState")
-                .or_insert_with(|| Value::String("Succeeded".into()));
-        }
-        Ok(Value::Object(state))
+        Ok(found)
     }
 
     /// Instances a `dependsOn` entry or `reference()` argument names:
@@ -997,20 +1171,16 @@ impl<'a> Evaluator<'a> {
         };
         for (name, output) in object(outputs, "The template's 'outputs'")? {
             let output = object(output, &format!("The output '{name}'"))?;
-            if output.contains_key("copy") {
-                return Err(ArmError::invalid_template(format!(
-                    "The output '{name}' uses 'copy', which the Radius simulator does not support"
-                )));
-            }
             if let Some(condition) = output.get("condition")
                 && self.eval_value(condition, &format!("outputs.{name}.condition"))?
                     == Value::Bool(false)
             {
                 continue;
             }
-            let value = match output.get("value") {
-                Some(value) => self.eval_value(value, &format!("outputs.{name}.value"))?,
-                None => Value::Null,
+            let value = match (output.get("copy"), output.get("value")) {
+                (Some(copy), _) => self.output_copy(name, copy)?,
+                (None, Some(value)) => self.eval_value(value, &format!("outputs.{name}.value"))?,
+                (None, None) => Value::Null,
             };
             let mut entry = Map::new();
             if let Some(t) = output.get("type") {
@@ -1022,22 +1192,57 @@ impl<'a> Evaluator<'a> {
         Ok(out)
     }
 
-    fn results(&self, order: &[usize]) -> Vec<EvaluatedResource> {
+    /// An output with `copy` (`{"count", "input"}`): an array of `count`
+    /// evaluations of `input`, with `copyIndex()` counting.
+    fn output_copy(&mut self, name: &str, copy: &Value) -> Result<Value, ArmError> {
+        let at = format!("outputs.{name}.copy");
+        let copy = object(copy, &format!("'copy' of output '{name}'"))?;
+        let count = copy.get("count").ok_or_else(|| {
+            ArmError::invalid_template(format!("'copy' of output '{name}' has no 'count'"))
+        })?;
+        let count = self.eval_value(count, &format!("{at}.count"))?;
+        let count = count.as_u64().filter(|c| *c <= 800).ok_or_else(|| {
+            ArmError::invalid_template(format!(
+                "'copy.count' of output '{name}' must be an integer from 0 to 800"
+            ))
+        })?;
+        let input = copy.get("input").ok_or_else(|| {
+            ArmError::invalid_template(format!("'copy' of output '{name}' has no 'input'"))
+        })?;
+        let mut items = Vec::new();
+        for index in 0..count as usize {
+            let frame = Some(CopyFrame { name: None, index });
+            let at = format!("{at}.input[{index}]");
+            items.push(self.with_copy(frame, |this| this.eval_value(input, &at))?);
+        }
+        Ok(Value::Array(items))
+    }
+
+    /// The resources in deployment order, with each module replaced by what
+    /// it deploys, and the modules themselves.
+    fn results(&self, order: &[usize]) -> (Vec<EvaluatedResource>, Vec<ModuleDeployment>) {
         let position: HashMap<usize, usize> = order
             .iter()
             .enumerate()
             .map(|(at, index)| (*index, at))
             .collect();
-        order
-            .iter()
-            .filter_map(|&index| {
-                let instance = &self.instances[index];
-                let identity = instance.identity.as_ref()?;
-                let body = match &instance.body {
-                    Slot::Done(body) => body.clone(),
-                    _ => Value::Null,
-                };
-                Some(EvaluatedResource {
+        let mut resources = Vec::new();
+        let mut modules = Vec::new();
+        for &index in order {
+            let instance = &self.instances[index];
+            let Some(identity) = instance.identity.as_ref() else {
+                continue;
+            };
+            let mut depends: Vec<usize> = instance.references.iter().copied().collect();
+            depends.sort_by_key(|d| position.get(d).copied().unwrap_or(usize::MAX));
+            let depends_on: Vec<String> =
+                depends.iter().flat_map(|d| self.deployed_ids(*d)).collect();
+            let body = match &instance.body {
+                Slot::Done(body) => body.clone(),
+                _ => Value::Null,
+            };
+            let Some(nested) = &instance.nested else {
+                resources.push(EvaluatedResource {
                     symbolic_name: instance.instance_name.clone(),
                     id: identity.id.clone(),
                     name: identity.name.clone(),
@@ -1045,19 +1250,55 @@ impl<'a> Evaluator<'a> {
                     api_version: identity.api_version.clone(),
                     existing: instance.existing,
                     body,
-                    depends_on: {
-                        let mut depends: Vec<usize> = instance.references.iter().copied().collect();
-                        depends.sort_by_key(|d| position.get(d).copied().unwrap_or(usize::MAX));
-                        depends
-                            .iter()
-                            .filter_map(|d| {
-                                self.instances[*d].identity.as_ref().map(|i| i.id.clone())
-                            })
-                            .collect()
-                    },
-                })
-            })
-            .collect()
+                    depends_on,
+                    module_path: Vec::new(),
+                });
+                continue;
+            };
+            // The module's deployment starts once what it waits for is done,
+            // so each of its resources waits for that too.
+            for resource in &nested.resources {
+                let mut resource = resource.clone();
+                resource.module_path.insert(0, identity.name.clone());
+                let mut waits_for = depends_on.clone();
+                for id in resource.depends_on {
+                    if !waits_for.contains(&id) {
+                        waits_for.push(id);
+                    }
+                }
+                resource.depends_on = waits_for;
+                resources.push(resource);
+            }
+            modules.push(ModuleDeployment {
+                symbolic_name: instance.instance_name.clone(),
+                id: identity.id.clone(),
+                name: identity.name.clone(),
+                path: vec![identity.name.clone()],
+                parameters: body
+                    .pointer("/properties/parameters")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+                outputs: nested.outputs.clone(),
+                output_resources: nested.output_resource_ids(),
+            });
+            for inner in &nested.modules {
+                let mut inner = inner.clone();
+                inner.path.insert(0, identity.name.clone());
+                modules.push(inner);
+            }
+        }
+        (resources, modules)
+    }
+
+    /// The ids an instance stands for in `depends_on`: its own, or for a
+    /// module the resources it deploys.
+    fn deployed_ids(&self, index: usize) -> Vec<String> {
+        let instance = &self.instances[index];
+        match (&instance.nested, &instance.identity) {
+            (Some(nested), _) => nested.output_resource_ids(),
+            (None, Some(identity)) => vec![identity.id.clone()],
+            (None, None) => Vec::new(),
+        }
     }
 
     // ----- values and expressions ----------------------------------------
@@ -1436,6 +1677,40 @@ impl<'a> Evaluator<'a> {
             },
         }))
     }
+}
+
+/// A resource as its provider returns it (what `reference()` sees):
+/// `{"id", "name", "type", "apiVersion"?, ...body, "properties": {..., "provisioningState"}}`.
+fn provider_state(
+    id: &str,
+    name: &str,
+    resource_type: &str,
+    api_version: Option<&str>,
+    body: Value,
+) -> Value {
+    let mut state = Map::new();
+    state.insert("id".into(), Value::String(id.to_string()));
+    state.insert("name".into(), Value::String(name.to_string()));
+    state.insert("type".into(), Value::String(resource_type.to_string()));
+    if let Some(version) = api_version {
+        state.insert("apiVersion".into(), Value::String(version.to_string()));
+    }
+    if let Value::Object(body) = body {
+        for (key, value) in body {
+            if !state.contains_key(&key) {
+                state.insert(key, value);
+            }
+        }
+    }
+    let properties = state
+        .entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(properties) = properties {
+        properties
+            .entry("provisioningState")
+            .or_insert_with(|| Value::String("Succeeded".into()));
+    }
+    Value::Object(state)
 }
 
 /// A property `copy` entry: `{"name", "count", "input"}`.

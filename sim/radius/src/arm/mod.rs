@@ -4,7 +4,10 @@
 //! Both template shapes Bicep emits are understood: `languageVersion` 2.x
 //! with a map of symbolic names to resources (Radius resources carry
 //! `import`/`extension` and keep their `name` inside `properties`), and the
-//! older array of resources. See `docs/radius-simulator.md` for the subset.
+//! older array of resources. Bicep modules (nested
+//! `Microsoft.Resources/deployments` with an inline template evaluated in the
+//! `inner` scope) are evaluated as deployments of their own and flattened
+//! into the result. See `docs/radius-simulator.md` for the subset.
 
 mod evaluator;
 pub mod expr;
@@ -35,7 +38,11 @@ pub struct EvaluatedResource {
     /// (`{"name", "location", "properties": {...}}`).
     pub body: Value,
     /// Ids of the resources this one waits for (`dependsOn` and references).
+    /// A dependency on a module stands for the resources that module deploys.
     pub depends_on: Vec<String>,
+    /// The names of the nested deployments (Bicep modules) that deploy this
+    /// resource, outermost first; empty for the template's own resources.
+    pub module_path: Vec<String>,
 }
 
 impl EvaluatedResource {
@@ -48,23 +55,56 @@ impl EvaluatedResource {
     }
 }
 
+/// One nested deployment (a Bicep module) of an evaluated template.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleDeployment {
+    /// The module's symbolic name (`backend`, `workers[1]`); for templates
+    /// with a resource array, the deployment name.
+    pub symbolic_name: String,
+    /// `{scope}/providers/Microsoft.Resources/deployments/{name}`.
+    pub id: String,
+    /// The deployment name, which is what `deployment().name` answers inside.
+    pub name: String,
+    /// The names of the deployments from the outermost module down to this
+    /// one (`["infra", "network"]`).
+    pub path: Vec<String>,
+    /// The parameters passed in, evaluated in the declaring template:
+    /// `{"name": {"value": ...}}`.
+    pub parameters: Value,
+    /// The module's `outputs` as ARM reports them: `{"name": {"type", "value"}}`.
+    pub outputs: Map<String, Value>,
+    /// Ids of the resources the module (and the modules inside it) deploys.
+    pub output_resources: Vec<String>,
+}
+
 /// Everything a deployment of a template produces.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Evaluation {
     /// All resources that are not switched off by `condition`, in an order
     /// that honours every dependency. `existing` ones are included, flagged.
+    /// Resources deployed by modules are included where the module is
+    /// deployed (see [`EvaluatedResource::module_path`]); the nested
+    /// deployments themselves are not resources, they are listed in
+    /// [`Evaluation::modules`].
     pub resources: Vec<EvaluatedResource>,
     /// `outputs` as ARM reports them: `{"name": {"type", "value"}}`.
     pub outputs: Map<String, Value>,
+    /// The nested deployments, each before the modules it contains.
+    pub modules: Vec<ModuleDeployment>,
 }
 
 impl Evaluation {
     /// Ids of the resources the deployment creates or updates, in order: what
-    /// Radius lists as `properties.outputResources`.
+    /// Radius lists as `properties.outputResources`. Resources deployed by
+    /// modules count (as in the Radius deployment engine); the modules'
+    /// `Microsoft.Resources/deployments` records do not. An id deployed twice
+    /// (by the template and by a module) is listed once.
     pub fn output_resource_ids(&self) -> Vec<String> {
+        let mut seen = std::collections::HashSet::new();
         self.resources
             .iter()
-            .filter(|r| !r.existing)
+            .filter(|r| !r.existing && seen.insert(crate::ids::key(&r.id)))
             .map(|r| r.id.clone())
             .collect()
     }

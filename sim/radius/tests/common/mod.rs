@@ -135,3 +135,15 @@ pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
     };
     (status, body)
 }
+
+/// The compiled Bicep modules in `sim/radius/tests/fixtures/modules`.
+pub fn module_fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/modules")
+}
+
+pub fn module_fixture(name: &str) -> Value {
+    let path = module_fixtures_dir().join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading fixture {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing fixture {name}: {e}"))
+}
