@@ -387,8 +387,8 @@ const REAL_SUITE_BOUND: Duration = Duration::from_secs(30 * 60);
 /// itself once more with `RADWASM_E2E_APISERVER=real`, so that
 /// `cargo test --locked` runs every scenario on both servers. Skipped in
 /// that second run: this test, the tests of this module and of `rbac` (they
-/// use the real server in both runs), and `dev` (`radwasm dev` brings its
-/// own embedded server). The second run's output is printed when it fails.
+/// use the real server in both runs), and `dev` and `modules` (`radwasm dev`
+/// brings its own embedded server). The second run's output is printed when it fails.
 #[test]
 fn every_scenario_also_passes_on_the_real_api_server() {
     use crate::harness::{BACKEND_ENV, Backend};
@@ -406,6 +406,8 @@ fn every_scenario_also_passes_on_the_real_api_server() {
             "rbac::",
             "--skip",
             "dev::",
+            "--skip",
+            "modules::",
             "--test-threads",
             "2",
         ])
