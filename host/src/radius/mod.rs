@@ -16,7 +16,7 @@ mod client;
 mod endpoint;
 mod error;
 mod operation;
-mod parameters;
+pub mod parameters;
 
 pub use client::{DeleteStart, DeploymentRequest, RadiusClient, RetryPolicy};
 pub use endpoint::{AGGREGATED_PATH, Endpoint};

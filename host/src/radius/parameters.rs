@@ -31,41 +31,46 @@ pub fn convert_to_declared_types(
         else {
             continue;
         };
-        if let Some(converted) = convert(name, kind, text)? {
-            entry["value"] = converted;
+        match text_as_declared_type(kind, text) {
+            Ok(Some(converted)) => entry["value"] = converted,
+            Ok(None) => {}
+            Err(what) => {
+                let mut shown: String = text.chars().take(80).collect();
+                if shown.len() < text.len() {
+                    shown.push('…');
+                }
+                return Err(format!(
+                    "parameter {name:?} is declared {kind} but its value {shown:?} is not {what}"
+                ));
+            }
         }
     }
     Ok(())
 }
 
-/// The value `text` stands for as a `kind`, `None` when text is right as it is.
-fn convert(name: &str, kind: &str, text: &str) -> Result<Option<Value>, String> {
-    let refuse = |what: &str| {
-        let mut shown: String = text.chars().take(80).collect();
-        if shown.len() < text.len() {
-            shown.push('…');
-        }
-        Err(format!(
-            "parameter {name:?} is declared {kind} but its value {shown:?} is not {what}"
-        ))
-    };
+/// The value `text` stands for as a parameter declared `kind`: `Ok(None)`
+/// when text is right as it is (`string`, `secureString`, a type this does
+/// not convert), `Err` with what the text is not (`"a whole number"`,
+/// `"true or false"`, `"a JSON object"`, `"a JSON array"`). The one rule for
+/// text parameter values, shared by the controller and `radwasm manifest`.
+pub fn text_as_declared_type(kind: &str, text: &str) -> Result<Option<Value>, &'static str> {
     match kind.to_ascii_lowercase().as_str() {
         "int" => match text.trim().parse::<i64>() {
             Ok(number) => Ok(Some(Value::from(number))),
-            Err(_) => refuse("a whole number"),
+            Err(_) => Err("a whole number"),
         },
         "bool" => match text.trim().to_ascii_lowercase().as_str() {
             "true" => Ok(Some(Value::Bool(true))),
             "false" => Ok(Some(Value::Bool(false))),
-            _ => refuse("true or false"),
+            _ => Err("true or false"),
         },
         "object" | "secureobject" => match serde_json::from_str::<Value>(text) {
             Ok(object @ Value::Object(_)) => Ok(Some(object)),
-            _ => refuse("a JSON object"),
+            _ => Err("a JSON object"),
         },
         "array" => match serde_json::from_str::<Value>(text) {
             Ok(array @ Value::Array(_)) => Ok(Some(array)),
-            _ => refuse("a JSON array"),
+            _ => Err("a JSON array"),
         },
         _ => Ok(None),
     }
