@@ -365,18 +365,38 @@ async fn dropped_connections_are_retried() {
 }
 
 #[tokio::test]
-async fn an_operation_radius_forgot_polls_as_not_found() {
+async fn a_deployment_whose_operation_radius_forgot_is_followed_through_its_record() {
     let sim = start_sim().await;
     let client = client_for(&sim);
     client.ensure_resource_group(GROUP).await.expect("group");
     sim.faults().vanish_next_operations(1);
-    let template = fixture_text("deploymenttemplate-update-2.json");
+    let template = fixture_text("deploymenttemplate-outputresources-1.json");
     let token = client
-        .start_deployment(&deployment("lost", &template, "{}"))
+        .start_deployment(&deployment("forgotten", &template, "{}"))
         .await
         .expect("PUT accepted");
+    // The operation URL answers 404; the deployment itself still runs and
+    // finishes with its outputs, so it is never sent again.
+    match poll_to_end(&client, &token).await {
+        PollOutcome::Succeeded { output_resources } => {
+            assert_eq!(output_resources.len(), 3, "{output_resources:?}")
+        }
+        other => panic!("expected the deployment's own result, got {other:?}"),
+    }
+    assert_eq!(sim.stats().deployment_puts, 1);
+
+    // A deployment Radius has no record of at all is not found.
+    let mut unknown = token.clone();
+    unknown.resource_id = unknown.resource_id.replace("forgotten", "never-sent");
+    sim.faults().vanish_next_operations(1);
+    let other = client
+        .start_deployment(&deployment("other", &template, "{}"))
+        .await
+        .expect("PUT accepted");
+    unknown.async_operation = other.async_operation.clone();
+    unknown.location = other.location.clone();
     assert_eq!(
-        client.poll(&token).await.expect("poll"),
+        client.poll(&unknown).await.expect("poll"),
         PollOutcome::NotFound
     );
     sim.shutdown().await;

@@ -346,8 +346,11 @@ impl RadiusClient {
             return self.poll_resource(token).await;
         };
         match (outcome, token.kind) {
-            // Radius forgot the operation, which says nothing about the
-            // resource: a deletion is over only if the resource is gone.
+            // Radius forgot the operation, which says nothing about what it
+            // was for: a deployment is followed through its own record (so
+            // one that ran is never sent again), and a deletion is over only
+            // if the resource is gone.
+            (PollOutcome::NotFound, OperationKind::Deployment) => self.poll_resource(token).await,
             (PollOutcome::NotFound, OperationKind::Deletion) => {
                 Ok(match self.get_resource(&token.resource_id).await? {
                     None => PollOutcome::Succeeded {
