@@ -953,3 +953,30 @@ async fn without_radius_url_the_controller_uses_the_aggregated_path_with_cluster
     );
     system.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_named_at_the_length_limit_deploys_and_its_events_are_recorded() {
+    // 253 characters, the most a Kubernetes object name may have: the Event
+    // about it cannot be named `{object}.{suffix}` as kube's recorder names
+    // events, and must still be recorded.
+    let system = System::start(&[]).await;
+    let name = format!("{}-end", "a".repeat(249));
+    assert_eq!(name.len(), 253);
+    system
+        .create(&template(
+            &name,
+            &fixture("deploymenttemplate-outputresources-1.json"),
+            "",
+        ))
+        .await;
+    system.wait_phase(&name, "Ready").await;
+    let events = system.wait_event(&name, "DeploymentSucceeded").await;
+    assert!(!events.is_empty());
+    assert_eq!(system.owned(&name).await.len(), 3);
+    assert!(
+        !system.logs().contains("could not record an event"),
+        "{}",
+        system.logs()
+    );
+    system.shutdown().await;
+}
