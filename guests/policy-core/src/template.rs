@@ -847,11 +847,7 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
                     DesiredTemplateStatus {
                         phase: Some(TemplatePhase::Deleting),
                         message: Some(message.to_string()),
-                        ready: Some(ready_condition(
-                            ConditionStatus::False,
-                            "Deleting",
-                            message,
-                        )),
+                        ready: Some(ready_condition(ConditionStatus::False, "Deleting", message)),
                         output_resources: Some(output_resources.clone()),
                         status_hash: Some(operation.subject.clone()),
                         clear_operation: true,
