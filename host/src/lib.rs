@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod go_text;
 pub mod leader;
 pub mod metrics;
 pub mod policy;

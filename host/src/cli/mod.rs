@@ -9,6 +9,7 @@ use crate::telemetry::LogFormat;
 
 #[cfg(feature = "dev")]
 pub mod dev;
+pub mod manifest;
 pub mod policy;
 pub mod run;
 #[cfg(feature = "dev")]
@@ -44,6 +45,12 @@ pub enum Command {
     Sim(sim::SimCommand),
     /// Print the CustomResourceDefinitions (YAML) generated from the Rust types.
     Crds,
+    /// Generate a DeploymentTemplate manifest from a Bicep file or an ARM template.
+    #[command(subcommand)]
+    Manifest(manifest::ManifestCommand),
+    /// Radius CLI names: `bicep generate-kubernetes-manifest` is `manifest generate`.
+    #[command(subcommand)]
+    Bicep(manifest::BicepCommand),
 }
 
 /// Run a parsed command line; the exit code says how it went.
@@ -59,5 +66,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", crate::crd::crd_yaml()?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Manifest(command) => manifest::run_manifest(command),
+        Command::Bicep(command) => manifest::run_bicep(command),
     }
 }

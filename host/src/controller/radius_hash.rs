@@ -6,16 +6,21 @@
 //! map of text, `providerConfig` as text, `repository`) as Go's
 //! `encoding/json` marshals it: fields in that order, empty ones left out,
 //! map keys sorted, and Go's escaping of text (`<`, `>`, `&`, U+2028 and
-//! U+2029 as `\u` escapes). The hash is SHA-256 in hex; releases before
-//! SHA-256 wrote SHA-1, which Radius still accepts, and so does radwasm.
+//! U+2029 as `\u` escapes); [`crate::go_text`] writes it the same way. The
+//! hash is SHA-256 in hex; releases before SHA-256 wrote SHA-1, which Radius
+//! still accepts, and so does radwasm.
 //! `tests/radius-hash/` holds a Go program that computes both the way Radius
 //! does; the vectors it wrote are checked below.
 
+use std::collections::BTreeMap;
+
+use serde::Serialize;
 use serde_json::Value;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
 use crate::crd::DeploymentTemplateSpec;
+use crate::go_text;
 
 /// True if `stored` is the hash Radius's controller would have written for
 /// `spec`. Only a spec in Radius's shape (parameters a map of text,
@@ -29,11 +34,25 @@ pub fn written_by_radius_for(spec: &DeploymentTemplateSpec, stored: &str) -> boo
     stored == sha256 || stored == sha1
 }
 
+/// Radius's Go `DeploymentTemplateSpec` as its JSON tags describe it: fields
+/// in this order, each `omitempty`.
+#[derive(Serialize)]
+struct RadiusSpec<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    template: &'a str,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    parameters: BTreeMap<&'a str, &'a str>,
+    #[serde(rename = "providerConfig", skip_serializing_if = "str::is_empty")]
+    provider_config: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    repository: &'a str,
+}
+
 /// The spec as Go's `json.Marshal` writes Radius's `DeploymentTemplateSpec`,
 /// or `None` when the spec is not in Radius's shape.
 fn go_json(spec: &DeploymentTemplateSpec) -> Option<String> {
-    let parameters: std::collections::BTreeMap<&str, &str> = match &spec.parameters {
-        Value::Null => Default::default(),
+    let parameters = match &spec.parameters {
+        Value::Null => BTreeMap::new(),
         Value::Object(map) => map
             .iter()
             .map(|(name, value)| Some((name.as_str(), value.as_str()?)))
@@ -45,48 +64,12 @@ fn go_json(spec: &DeploymentTemplateSpec) -> Option<String> {
         Value::String(text) => text.as_str(),
         _ => return None,
     };
-    let mut fields = Vec::new();
-    if !spec.template.is_empty() {
-        fields.push(format!("\"template\":{}", go_string(&spec.template)));
-    }
-    if !parameters.is_empty() {
-        let entries: Vec<String> = parameters
-            .iter()
-            .map(|(name, value)| format!("{}:{}", go_string(name), go_string(value)))
-            .collect();
-        fields.push(format!("\"parameters\":{{{}}}", entries.join(",")));
-    }
-    if !provider_config.is_empty() {
-        fields.push(format!("\"providerConfig\":{}", go_string(provider_config)));
-    }
-    if let Some(repository) = spec.repository.as_deref().filter(|r| !r.is_empty()) {
-        fields.push(format!("\"repository\":{}", go_string(repository)));
-    }
-    Some(format!("{{{}}}", fields.join(",")))
-}
-
-/// A JSON string as Go's `encoding/json` writes it (HTML escaping on).
-fn go_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    Some(go_text::to_string_compact(&RadiusSpec {
+        template: &spec.template,
+        parameters,
+        provider_config,
+        repository: spec.repository.as_deref().unwrap_or_default(),
+    }))
 }
 
 #[cfg(test)]
