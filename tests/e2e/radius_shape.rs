@@ -238,3 +238,67 @@ async fn a_template_radius_made_ready_is_taken_over_without_a_redeploy() {
     );
     system.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_manifests_in_either_shape_fail_naming_the_field_with_no_radius_call() {
+    let system = System::start(&[]).await;
+    let good = fixture("env.json");
+    let scope_config =
+        |scope: &str| json!({"radius": {"type": "Radius", "value": {"scope": scope}}});
+    let deep = format!(
+        "{{\"resources\": {{\"a\": {}1{}}}}}",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    // (name, template, parameters, providerConfig, the field the message names)
+    let cases: Vec<(&str, String, Value, Value, &str)> = vec![
+        ("template-not-json", "{ not json".into(), json!(null), scope_config(SCOPE), "spec.template"),
+        ("template-array", "[1, 2]".into(), json!(null), scope_config(SCOPE), "spec.template"),
+        ("template-empty", "".into(), json!(null), scope_config(SCOPE), "spec.template"),
+        ("template-resources-text", r#"{"resources": "x"}"#.into(), json!(null), scope_config(SCOPE), "spec.template"),
+        ("template-nul", "\u{0}".into(), json!(null), scope_config(SCOPE), "spec.template"),
+        ("template-too-deep", deep, json!(null), scope_config(SCOPE), "spec.template"),
+        ("params-text-not-json", good.clone(), json!("{oops"), scope_config(SCOPE), "spec.parameters"),
+        ("params-text-array", good.clone(), json!("[1]"), scope_config(SCOPE), "spec.parameters"),
+        ("params-text-bare-value", good.clone(), json!(r#"{"name": "blue"}"#), scope_config(SCOPE), "spec.parameters"),
+        ("params-text-number-entry", good.clone(), json!(r#"{"name": 5}"#), scope_config(SCOPE), "spec.parameters"),
+        ("params-bool", good.clone(), json!(true), scope_config(SCOPE), "spec.parameters"),
+        ("params-list", good.clone(), json!(["name"]), scope_config(SCOPE), "spec.parameters"),
+        ("provider-missing", good.clone(), json!(null), json!(null), "spec.providerConfig"),
+        ("provider-no-radius", good.clone(), json!(null), json!({"deployments": {"type": "Microsoft.Resources", "value": {"scope": SCOPE}}}), "spec.providerConfig"),
+        ("provider-radius-no-value", good.clone(), json!(null), json!({"radius": {"type": "Radius"}}), "spec.providerConfig"),
+        ("provider-plane-only", good.clone(), json!(null), scope_config("/planes/radius/local"), "spec.providerConfig"),
+        ("provider-azure-scope", good.clone(), json!(null), scope_config("/subscriptions/0/resourceGroups/rg"), "spec.providerConfig"),
+        ("provider-list", good.clone(), json!(null), json!([1]), "spec.providerConfig"),
+        ("provider-text-not-json", good.clone(), json!(null), json!("{ not json"), "spec.providerConfig"),
+        ("provider-text-list", good.clone(), json!(null), json!("[]"), "spec.providerConfig"),
+        ("provider-text-empty-object", good.clone(), json!(null), json!("{}"), "spec.providerConfig"),
+        ("provider-text-no-radius", good.clone(), json!(null), json!(json!({"az": {"type": "AzureResourceManager", "value": {"scope": "/subscriptions/0"}}}).to_string()), "spec.providerConfig"),
+    ];
+    for (name, template, parameters, provider_config, _) in &cases {
+        let object: DeploymentTemplate = serde_json::from_value(json!({
+            "apiVersion": "radapp.io/v1alpha3",
+            "kind": "DeploymentTemplate",
+            "metadata": {"name": name},
+            "spec": {
+                "template": template,
+                "parameters": parameters,
+                "providerConfig": provider_config,
+            },
+        }))
+        .expect("a DeploymentTemplate");
+        system.create(&object).await;
+    }
+    for (name, _, _, _, field) in &cases {
+        let failed = system.wait_phase(name, "Failed").await;
+        let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(message.contains(field), "{name}: {message}");
+        system.wait_event(name, "InvalidSpec").await;
+    }
+    assert_eq!(
+        system.radius().stats().requests,
+        0,
+        "no Radius call for bad input"
+    );
+    system.shutdown().await;
+}
