@@ -302,6 +302,12 @@ impl System {
     /// Start one more `radwasm run` process (same arguments, its own log
     /// file); the caller owns it and must kill it.
     pub fn spawn_controller(&self) -> Child {
+        self.spawn_controller_as(None, &[])
+    }
+
+    /// [`System::spawn_controller`] with more arguments, and `POD_NAME` set
+    /// to `pod_name` (the `reportingInstance` of the Events it records).
+    pub fn spawn_controller_as(&self, pod_name: Option<&str>, more_args: &[&str]) -> Child {
         let log = std::fs::File::create(self.dir.path().join(format!(
             "controller-{}.log",
             std::time::SystemTime::now()
@@ -319,6 +325,7 @@ impl System {
             .arg("--metrics-address")
             .arg("127.0.0.1:0")
             .args(&self.extra_args)
+            .args(more_args)
             .env("RUST_LOG", "radwasm=debug,info")
             // Every address is on loopback: never through a proxy.
             .env_remove("HTTPS_PROXY")
@@ -340,6 +347,9 @@ impl System {
                 }
                 Ok(())
             });
+        }
+        if let Some(pod_name) = pod_name {
+            command.env("POD_NAME", pod_name);
         }
         command.spawn().expect("start radwasm run")
     }

@@ -11,4 +11,5 @@ mod radius_shape;
 mod rbac;
 mod realkube;
 mod scenarios;
+mod sharding;
 mod truth;

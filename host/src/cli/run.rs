@@ -41,6 +41,12 @@ pub struct ControllerArgs {
     /// Reconciles in flight at once, per controller.
     #[arg(long, default_value_t = 16)]
     pub concurrency: u16,
+    /// Reconcile only the DeploymentTemplates whose labels match this
+    /// Kubernetes label selector (`radapp.io/shard=a`), and the
+    /// DeploymentResources they create, which carry their labels: one
+    /// controller per shard, each with its own Lease (docs/scaling.md).
+    #[arg(long, value_name = "SELECTOR")]
+    pub watch_label_selector: Option<String>,
 }
 
 /// `radwasm run`.
@@ -152,6 +158,7 @@ impl ControllerHost {
             options: Options {
                 namespace: args.namespace.clone(),
                 concurrency: args.concurrency,
+                label_selector: args.watch_label_selector.clone(),
             },
             reload_interval: args.policy_reload_interval,
         })
@@ -160,6 +167,31 @@ impl ControllerHost {
     /// The Kubernetes client the controllers use.
     pub fn client(&self) -> kube::Client {
         self.ctx.client.clone()
+    }
+
+    /// Fail with a clear message if `--watch-label-selector` is not a label
+    /// selector the API server understands (asked once, for one object),
+    /// rather than let the watches retry it forever.
+    pub async fn check_label_selector(&self) -> anyhow::Result<()> {
+        let Some(selector) = &self.options.label_selector else {
+            return Ok(());
+        };
+        let templates: kube::Api<crate::crd::DeploymentTemplate> = match &self.options.namespace {
+            Some(namespace) => kube::Api::namespaced(self.ctx.client.clone(), namespace),
+            None => kube::Api::all(self.ctx.client.clone()),
+        };
+        match templates
+            .list_metadata(&kube::api::ListParams::default().labels(selector).limit(1))
+            .await
+        {
+            Err(kube::Error::Api(status)) if status.code == 400 => Err(anyhow::anyhow!(
+                "--watch-label-selector {selector:?} is not a valid label selector: {}",
+                status.message
+            )),
+            // Anything else (no connection yet, RBAC) is for the watches to
+            // report and retry as usual.
+            _ => Ok(()),
+        }
     }
 
     /// Run the controllers (and the policy file watch) until `shutdown`;
@@ -207,6 +239,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(radius = %endpoint.base, cluster = %config.cluster_url, "starting");
         let metrics = Arc::new(Metrics::default());
         let host = ControllerHost::new(&args.controller, config, endpoint, metrics.clone())?;
+        host.check_label_selector().await?;
         let shutdown = CancellationToken::new();
         cancel_on_signals(shutdown.clone());
         let readiness = Readiness::default();

@@ -451,16 +451,17 @@ async fn create_resource(
         owner.block_owner_deletion = Some(true);
         owner
     });
-    let labels = BTreeMap::from([
-        (
-            OWNER_UID_LABEL.to_string(),
-            object.uid().unwrap_or_default(),
-        ),
-        (
-            OWNER_NAME_LABEL.to_string(),
-            truncate_label(&object.name_any()),
-        ),
-    ]);
+    // The template's own labels first, so that a controller watching one
+    // shard (`--watch-label-selector`) sees the resources of its templates.
+    let mut labels: BTreeMap<String, String> = object.labels().clone();
+    labels.insert(
+        OWNER_UID_LABEL.to_string(),
+        object.uid().unwrap_or_default(),
+    );
+    labels.insert(
+        OWNER_NAME_LABEL.to_string(),
+        truncate_label(&object.name_any()),
+    );
     let resource = DeploymentResource {
         metadata: ObjectMeta {
             name: Some(create.name.clone()),

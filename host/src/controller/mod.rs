@@ -193,6 +193,9 @@ pub struct Options {
     pub namespace: Option<String>,
     /// Reconciles running at once per controller (0 = unbounded).
     pub concurrency: u16,
+    /// Watch only the templates (and the resources they created, which
+    /// carry their labels) that this label selector matches: one shard.
+    pub label_selector: Option<String>,
 }
 
 impl Default for Options {
@@ -200,6 +203,7 @@ impl Default for Options {
         Self {
             namespace: None,
             concurrency: 16,
+            label_selector: None,
         }
     }
 }
@@ -286,16 +290,22 @@ pub async fn run(
     let templates: Api<DeploymentTemplate> = api(&ctx.client, &options.namespace);
     let resources: Api<DeploymentResource> = api(&ctx.client, &options.namespace);
     let config = kube::runtime::controller::Config::default().concurrency(options.concurrency);
+    // Every watch sees one shard only: its templates, and the resources
+    // they created (created with the template's labels).
+    let watched = match &options.label_selector {
+        Some(selector) => watcher::Config::default().labels(selector),
+        None => watcher::Config::default(),
+    };
 
     let (template_store, template_writer) = reflector::store();
-    let template_trigger = watcher(templates.clone(), watcher::Config::default())
+    let template_trigger = watcher(templates.clone(), watched.clone())
         .default_backoff()
         .inspect_ok(forget_deleted::<DeploymentTemplate>(ctx.clone()))
         .reflect(template_writer)
         .applied_objects()
         .predicate_filter(user_changes(), Default::default());
     let (resource_store, resource_writer) = reflector::store();
-    let resource_trigger = watcher(resources.clone(), watcher::Config::default())
+    let resource_trigger = watcher(resources.clone(), watched.clone())
         .default_backoff()
         .inspect_ok(forget_deleted::<DeploymentResource>(ctx.clone()))
         .inspect_ok(created_children_seen(ctx.clone()))
@@ -324,25 +334,21 @@ pub async fn run(
     let dependents = template_store.clone();
     let template_controller = Controller::for_stream(template_trigger, template_store)
         .with_config(config.clone())
-        .owns(resources.clone(), watcher::Config::default())
-        .watches(
-            templates,
-            watcher::Config::default(),
-            move |changed: DeploymentTemplate| {
-                let name = changed.name_any();
-                let namespace = changed.namespace();
-                dependents
-                    .state()
-                    .into_iter()
-                    .filter(|t| {
-                        t.namespace() == namespace
-                            && radwasm_policy_model::annotations::depends_on(t.annotations())
-                                .contains(&name)
-                    })
-                    .map(|t| ObjectRef::from_obj(&*t))
-                    .collect::<Vec<_>>()
-            },
-        )
+        .owns(resources.clone(), watched.clone())
+        .watches(templates, watched, move |changed: DeploymentTemplate| {
+            let name = changed.name_any();
+            let namespace = changed.namespace();
+            dependents
+                .state()
+                .into_iter()
+                .filter(|t| {
+                    t.namespace() == namespace
+                        && radwasm_policy_model::annotations::depends_on(t.annotations())
+                            .contains(&name)
+                })
+                .map(|t| ObjectRef::from_obj(&*t))
+                .collect::<Vec<_>>()
+        })
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
             driver::reconcile::<DeploymentTemplate>,

@@ -1,0 +1,169 @@
+//! Two controllers splitting the templates by label
+//! (`--watch-label-selector`), as several shards of one fleet: every
+//! template is deployed by exactly one of them, and deleted by the same one.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams};
+
+use crate::harness::{System, fixture, template};
+
+const TEMPLATES: usize = 24;
+
+fn shard_of(at: usize) -> &'static str {
+    if at % 2 == 0 { "a" } else { "b" }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_deploy_and_delete_each_template_exactly_once() {
+    let mut system = System::start(&[]).await;
+    system.stop_controller();
+    let mut shards = Vec::new();
+    for shard in ["a", "b"] {
+        shards.push(system.spawn_controller_as(
+            Some(&format!("shard-{shard}")),
+            &[
+                "--watch-label-selector",
+                &format!("radapp.io/shard={shard}"),
+            ],
+        ));
+    }
+    let name = |at: usize| format!("t{at:02}");
+    for at in 0..TEMPLATES {
+        let mut object = template(
+            &name(at),
+            &fixture("deploymenttemplate-outputresources-1.json").replace(
+                "output-resources-",
+                &format!("{}-output-resources-", name(at)),
+            ),
+            "",
+        );
+        object.metadata.labels = Some(BTreeMap::from([(
+            "radapp.io/shard".to_string(),
+            shard_of(at).to_string(),
+        )]));
+        system.create(&object).await;
+    }
+    // A template in no shard is left alone by both.
+    system
+        .create(&template(
+            "unsharded",
+            &fixture("deploymenttemplate-outputresources-1.json"),
+            "",
+        ))
+        .await;
+    for at in 0..TEMPLATES {
+        system.wait_phase(&name(at), "Ready").await;
+    }
+    let puts = system.radius().stats().deployment_puts_by_name;
+    for at in 0..TEMPLATES {
+        let sent: u64 = puts
+            .iter()
+            .filter(|(deployment, _)| deployment.starts_with(&format!("{}-", name(at))))
+            .map(|(_, count)| count)
+            .sum();
+        assert_eq!(sent, 1, "{}: {puts:?}", name(at));
+    }
+    assert!(
+        !puts.keys().any(|d| d.starts_with("unsharded")),
+        "a template outside every shard was deployed: {puts:?}"
+    );
+    // Every Event about a template came from its own shard.
+    let events: Api<Event> = Api::namespaced(system.client.clone(), &system.namespace);
+    let by_template = |events: &[Event]| {
+        let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for event in events {
+            let regarding = event
+                .regarding
+                .as_ref()
+                .and_then(|r| r.name.clone())
+                .unwrap_or_default();
+            seen.entry(regarding)
+                .or_default()
+                .push(event.reporting_instance.clone().unwrap_or_default());
+        }
+        seen
+    };
+    let listed = events
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items;
+    let seen = by_template(&listed);
+    for at in 0..TEMPLATES {
+        let reporters = seen.get(&name(at)).cloned().unwrap_or_default();
+        assert!(!reporters.is_empty(), "no Event about {}", name(at));
+        let expected = format!("shard-{}", shard_of(at));
+        assert!(
+            reporters.iter().all(|r| *r == expected),
+            "{}: events from {reporters:?}, expected only {expected}",
+            name(at)
+        );
+    }
+    assert!(!seen.contains_key("unsharded"), "{seen:?}");
+
+    // Deleting: each Radius resource gets one DELETE, from its own shard
+    // (the other shard never sees the resources, so never detaches them).
+    for at in 0..TEMPLATES {
+        system
+            .templates()
+            .delete(&name(at), &DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+    for at in 0..TEMPLATES {
+        system.wait_gone(&name(at)).await;
+    }
+    let stats = system.radius().stats();
+    let deletes = stats
+        .deletes_by_id
+        .iter()
+        .filter(|(id, _)| id.contains("-output-resources-"))
+        .collect::<Vec<_>>();
+    assert_eq!(deletes.len(), TEMPLATES * 3, "{deletes:?}");
+    assert!(deletes.iter().all(|(_, count)| **count == 1), "{deletes:?}");
+    let left: Vec<String> = system
+        .radius()
+        .resource_ids()
+        .into_iter()
+        .filter(|id| id.contains("-output-resources-"))
+        .collect();
+    assert!(left.is_empty(), "left in Radius: {left:?}");
+    for mut shard in shards {
+        let _ = shard.kill();
+        let _ = shard.wait();
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_the_api_server_cannot_read_stops_the_controller_naming_it() {
+    let mut system = System::start(&[]).await;
+    system.stop_controller();
+    let mut controller =
+        system.spawn_controller_as(None, &["--watch-label-selector", "radapp.io/shard in (a"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = controller.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running with a bad selector\n{}",
+            system.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(!status.success());
+    let logs = system.logs();
+    assert!(
+        logs.contains(
+            "--watch-label-selector \"radapp.io/shard in (a\" is not a valid label selector"
+        ),
+        "{logs}"
+    );
+    system.shutdown().await;
+}
