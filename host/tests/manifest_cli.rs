@@ -411,33 +411,31 @@ fn parameters_that_do_not_fit_the_template_are_all_reported_and_nothing_is_writt
         "wrong.json",
         r#"{"tag": {"value": 5}, "labels": {"value": [1]}}"#,
     );
-    let output = radwasm_in(
-        dir.path(),
-        &[
-            "manifest",
-            "generate",
-            &template,
-            "-g",
-            "default",
-            "-o",
-            "out.yaml",
-            "-p",
-            "replicas=three",
-            "-p",
-            "colour=blue",
-            "-p",
-            "enabled=maybe",
-            "-p",
-            &format!("@{wrong_types}"),
-            "-p",
-            "ports=[80, 22]",
-            "-p",
-            "size=huge",
-            "-p",
-            "password=@secret.json",
-        ],
-        None,
-    );
+    let wrong_types = format!("@{wrong_types}");
+    let args = [
+        "manifest",
+        "generate",
+        &template,
+        "-g",
+        "default",
+        "-o",
+        "out.yaml",
+        "-p",
+        "replicas=three",
+        "-p",
+        "colour=blue",
+        "-p",
+        "enabled=maybe",
+        "-p",
+        &wrong_types,
+        "-p",
+        "ports=[80, 22]",
+        "-p",
+        "size=huge",
+        "-p",
+        "password=@secret.json",
+    ];
+    let output = radwasm_in(dir.path(), &args, None);
     // password=@secret.json names a file that does not exist: that is the
     // first error, before the template is compared.
     assert!(!output.status.success());
@@ -449,33 +447,7 @@ fn parameters_that_do_not_fit_the_template_are_all_reported_and_nothing_is_writt
     assert!(!dir.path().join("out.yaml").exists());
 
     write(dir.path(), "secret.json", "42");
-    let output = radwasm_in(
-        dir.path(),
-        &[
-            "manifest",
-            "generate",
-            &template,
-            "-g",
-            "default",
-            "-o",
-            "out.yaml",
-            "-p",
-            "replicas=three",
-            "-p",
-            "colour=blue",
-            "-p",
-            "enabled=maybe",
-            "-p",
-            &format!("@{wrong_types}"),
-            "-p",
-            "ports=[80, 22]",
-            "-p",
-            "size=huge",
-            "-p",
-            "password=@secret.json",
-        ],
-        None,
-    );
+    let output = radwasm_in(dir.path(), &args, None);
     assert!(!output.status.success());
     let message = stderr(&output);
     for expected in [

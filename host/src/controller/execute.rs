@@ -236,6 +236,26 @@ pub fn policy_ref(policy: &LoadedPolicy) -> PolicyRef {
 }
 
 /// A failed request as recorded in status.
+/// Record in status a request Radius refused (or that kept failing after the
+/// client's retries): the policy sees it as that attempt's outcome.
+async fn record_failed_request<K: Reconciled>(
+    ctx: &Context,
+    object: &K,
+    kind: &str,
+    target: &str,
+    subject: &str,
+    error: &RadiusError,
+) -> Result<(), Error> {
+    let failed = failed_request(kind, target, subject, error);
+    write_status(
+        ctx,
+        object,
+        &key(object),
+        &StatusPatch::request_failed(failed),
+    )
+    .await
+}
+
 fn failed_request(kind: &str, target: &str, subject: &str, error: &RadiusError) -> FailedRequest {
     let (code, message) = match error {
         RadiusError::Arm { code, message, .. } => (code.clone(), message.clone()),
@@ -264,14 +284,8 @@ async fn ensure_resource_group(
         Err(error) if error.is_transient() => Err(error.into()),
         Err(error) => {
             tracing::info!(error = %error, "Radius refused the resource group");
-            let failed = failed_request("PUT", scope, &observation.spec_hash, &error);
-            write_status(
-                ctx,
-                object,
-                &key(object),
-                &StatusPatch::request_failed(failed),
-            )
-            .await?;
+            record_failed_request(ctx, object, "PUT", scope, &observation.spec_hash, &error)
+                .await?;
             Ok(false)
         }
     }
@@ -371,14 +385,8 @@ async fn start_deployment(
         }
         Err(error) => {
             tracing::info!(error = %error, "Radius refused the deployment");
-            let failed = failed_request("PUT", &deployment_id, &observation.spec_hash, &error);
-            write_status(
-                ctx,
-                object,
-                &key(object),
-                &StatusPatch::request_failed(failed),
-            )
-            .await?;
+            let hash = &observation.spec_hash;
+            record_failed_request(ctx, object, "PUT", &deployment_id, hash, &error).await?;
             return Ok(Started::Refused);
         }
     };
@@ -535,14 +543,7 @@ async fn start_radius_delete(ctx: &Context, object: &DeploymentResource) -> Resu
         },
         Err(error) => {
             tracing::info!(error = %error, "the Radius DELETE failed");
-            let failed = failed_request("DELETE", id, "", &error);
-            write_status(
-                ctx,
-                object,
-                &key(object),
-                &StatusPatch::request_failed(failed),
-            )
-            .await?;
+            record_failed_request(ctx, object, "DELETE", id, "", &error).await?;
             return Ok(false);
         }
     };
