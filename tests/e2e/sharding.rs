@@ -13,7 +13,7 @@ use crate::harness::{System, fixture, template};
 const TEMPLATES: usize = 24;
 
 fn shard_of(at: usize) -> &'static str {
-    if at % 2 == 0 { "a" } else { "b" }
+    if at.is_multiple_of(2) { "a" } else { "b" }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
