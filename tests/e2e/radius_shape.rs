@@ -26,13 +26,22 @@ fn typed_template() -> String {
     template.to_string()
 }
 
-/// A template as Radius's CLI writes it.
-fn radius_shaped(name: &str, template: &str, parameters: Value) -> DeploymentTemplate {
-    let mut object: DeploymentTemplate = serde_json::from_value(json!({
+/// A template with these spec fields as a user's manifest gives them.
+fn manifest(name: &str, spec: Value) -> DeploymentTemplate {
+    serde_json::from_value(json!({
         "apiVersion": "radapp.io/v1alpha3",
         "kind": "DeploymentTemplate",
         "metadata": {"name": name},
-        "spec": {
+        "spec": spec,
+    }))
+    .expect("a DeploymentTemplate")
+}
+
+/// A template as Radius's CLI writes it.
+fn radius_shaped(name: &str, template: &str, parameters: Value) -> DeploymentTemplate {
+    manifest(
+        name,
+        json!({
             "template": template,
             "parameters": parameters,
             "providerConfig": json!({
@@ -40,11 +49,8 @@ fn radius_shaped(name: &str, template: &str, parameters: Value) -> DeploymentTem
                 "deployments": {"type": "Microsoft.Resources", "value": {"scope": SCOPE}},
             }).to_string(),
             "repository": "https://example.com/team/app.git",
-        },
-    }))
-    .expect("a DeploymentTemplate");
-    object.metadata.namespace = None;
-    object
+        }),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,15 +165,7 @@ async fn a_template_radius_made_ready_is_taken_over_without_a_redeploy() {
     system.stop_controller();
     let vector = go_vector("a real template with parameters and provider config");
     let spec = vector["spec"].clone();
-    let object = |name: &str| -> DeploymentTemplate {
-        serde_json::from_value(json!({
-            "apiVersion": "radapp.io/v1alpha3",
-            "kind": "DeploymentTemplate",
-            "metadata": {"name": name},
-            "spec": spec,
-        }))
-        .expect("template")
-    };
+    let object = |name: &str| manifest(name, spec.clone());
     let ids = [
         id("environments", "output-resources-environment"),
         id("applications", "output-resources-application"),
@@ -276,18 +274,12 @@ async fn malformed_manifests_in_either_shape_fail_naming_the_field_with_no_radiu
         ("provider-text-no-radius", good.clone(), json!(null), json!(json!({"az": {"type": "AzureResourceManager", "value": {"scope": "/subscriptions/0"}}}).to_string()), "spec.providerConfig"),
     ];
     for (name, template, parameters, provider_config, _) in &cases {
-        let object: DeploymentTemplate = serde_json::from_value(json!({
-            "apiVersion": "radapp.io/v1alpha3",
-            "kind": "DeploymentTemplate",
-            "metadata": {"name": name},
-            "spec": {
-                "template": template,
-                "parameters": parameters,
-                "providerConfig": provider_config,
-            },
-        }))
-        .expect("a DeploymentTemplate");
-        system.create(&object).await;
+        let spec = json!({
+            "template": template,
+            "parameters": parameters,
+            "providerConfig": provider_config,
+        });
+        system.create(&manifest(name, spec)).await;
     }
     for (name, _, _, _, field) in &cases {
         let failed = system.wait_phase(name, "Failed").await;
