@@ -1,5 +1,6 @@
 //! `deploy/` stays in sync with the code: the CRDs are exactly what
-//! `radwasm crds` generates from the Rust types, and every manifest parses.
+//! `radwasm crds` generates from the Rust types, the example in Radius's
+//! shape is what `radwasm manifest generate` writes, and every manifest parses.
 
 use std::path::Path;
 use std::process::Command;
@@ -86,3 +87,41 @@ fn the_controller_deployment_passes_only_arguments_radwasm_accepts() {
 }
 
 use serde::Deserialize;
+
+#[test]
+fn the_radius_shape_example_is_what_radwasm_manifest_generate_writes() {
+    let output = Command::new(env!("CARGO_BIN_EXE_radwasm"))
+        .current_dir(repo())
+        .args([
+            "manifest",
+            "generate",
+            "tests/fixtures/arm-templates/cli-deploymenttemplate.json",
+            "-p",
+            "@tests/fixtures/arm-templates/cli-deploymenttemplate-parameters.json",
+            "-g",
+            "default",
+            "--name",
+            "demo-from-rad-cli",
+            "--namespace",
+            "default",
+        ])
+        .output()
+        .expect("run radwasm manifest generate");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let committed = std::fs::read_to_string(repo().join("deploy/examples/app-radius-shape.yaml"))
+        .expect("readable");
+    // The committed file is the command's output after a comment header.
+    let body: String = committed
+        .lines()
+        .skip_while(|line| line.starts_with('#'))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert!(
+        body == String::from_utf8_lossy(&output.stdout),
+        "deploy/examples/app-radius-shape.yaml is out of date: regenerate it with the command in its header"
+    );
+}

@@ -147,6 +147,23 @@ fn dev_without_arguments_deploys_the_bundled_example_and_exits_0() {
 }
 
 #[test]
+fn dev_deploys_the_example_in_the_shape_radius_cli_writes() {
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/examples/app-radius-shape.yaml"
+    ))
+    .expect("deploy/examples/app-radius-shape.yaml");
+    let dev = Dev::start(&[], &[("app-radius-shape.yaml", &example)]);
+    let (status, output) = dev.finish(Duration::from_secs(120));
+    assert!(status.success(), "{status:?}\n{output}");
+    assert!(output.contains("all 1 templates Ready"), "{output}");
+    assert!(
+        output.contains("template default/demo-from-rad-cli: Ready"),
+        "{output}"
+    );
+}
+
+#[test]
 fn dev_exits_non_zero_naming_the_failed_template_and_its_message() {
     // The documented bad example: its template is not JSON.
     let bad = std::fs::read_to_string(concat!(
