@@ -388,8 +388,9 @@ const REAL_SUITE_BOUND: Duration = Duration::from_secs(30 * 60);
 /// `cargo test --locked` runs every scenario on both servers. Skipped in
 /// that second run: this test, the tests of this module and of `rbac` (they
 /// use the real server in both runs), `dev` and `modules` (`radwasm dev`
-/// brings its own embedded server) and `churn` (it injects the embedded
-/// server's faults, so it runs on that one whatever the backend). The second run's output is printed when it fails.
+/// brings its own embedded server), `churn` (it injects the embedded
+/// server's faults, so it runs on that one whatever the backend) and `helm`
+/// (it installs onto the real server in both runs). The second run's output is printed when it fails.
 #[test]
 fn every_scenario_also_passes_on_the_real_api_server() {
     use crate::harness::{BACKEND_ENV, Backend};
@@ -411,6 +412,8 @@ fn every_scenario_also_passes_on_the_real_api_server() {
             "modules::",
             "--skip",
             "churn::",
+            "--skip",
+            "helm::",
             "--test-threads",
             "2",
         ])

@@ -6,6 +6,7 @@ mod churn;
 mod control_plane;
 mod dev;
 mod harness;
+mod helm;
 mod modules;
 mod radius_shape;
 mod rbac;
