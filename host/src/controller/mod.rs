@@ -9,6 +9,7 @@
 pub mod driver;
 pub mod execute;
 pub mod guard;
+pub mod index;
 pub mod memory;
 pub mod observe;
 pub mod radius_hash;
@@ -24,7 +25,7 @@ use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::controller::Controller;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector;
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -57,6 +58,11 @@ pub struct Context {
     pub memory: ObjectMemory,
     /// The watch caches of both kinds, set when the controllers start.
     caches: std::sync::OnceLock<Caches>,
+    /// Each template's `DeploymentResource`s, from the resources' watch.
+    pub owners: index::Index<DeploymentResource>,
+    /// The templates naming each template in `depends-on`, from the
+    /// templates' watch.
+    pub dependents: index::Index<DeploymentTemplate>,
 }
 
 /// The reflector stores the controllers' watches keep.
@@ -85,6 +91,8 @@ impl Context {
             metrics,
             memory: ObjectMemory::default(),
             caches: std::sync::OnceLock::new(),
+            owners: index::owners(),
+            dependents: index::dependents(),
         }
     }
 
@@ -104,7 +112,9 @@ impl Context {
         let caches = self.caches()?;
         let ready = |ready: Option<Result<(), _>>| matches!(ready, Some(Ok(())));
         Ok((ready(caches.templates.wait_until_ready().now_or_never())
-            && ready(caches.resources.wait_until_ready().now_or_never()))
+            && ready(caches.resources.wait_until_ready().now_or_never())
+            && self.owners.is_listed()
+            && self.dependents.is_listed())
         .then_some(caches))
     }
 }
@@ -302,14 +312,24 @@ pub async fn run(
         .default_backoff()
         .inspect_ok(forget_deleted::<DeploymentTemplate>(ctx.clone()))
         .reflect(template_writer)
+        .inspect_ok({
+            let ctx = ctx.clone();
+            move |event| ctx.dependents.observe(event)
+        })
         .applied_objects()
         .predicate_filter(user_changes(), Default::default());
     let (resource_store, resource_writer) = reflector::store();
     let resource_trigger = watcher(resources.clone(), watched.clone())
         .default_backoff()
         .inspect_ok(forget_deleted::<DeploymentResource>(ctx.clone()))
-        .inspect_ok(created_children_seen(ctx.clone()))
         .reflect(resource_writer)
+        // After the cache, so a child the index names is in the cache; and
+        // an expectation is met only once both show the child.
+        .inspect_ok({
+            let ctx = ctx.clone();
+            move |event| ctx.owners.observe(event)
+        })
+        .inspect_ok(created_children_seen(ctx.clone()))
         .applied_objects()
         .predicate_filter(user_changes(), Default::default());
 
@@ -331,23 +351,17 @@ pub async fn run(
 
     // A template that others depend on wakes them when it changes (its
     // status included: that is what they wait for).
-    let dependents = template_store.clone();
+    let dependents = ctx.clone();
     let template_controller = Controller::for_stream(template_trigger, template_store)
         .with_config(config.clone())
         .owns(resources.clone(), watched.clone())
         .watches(templates, watched, move |changed: DeploymentTemplate| {
-            let name = changed.name_any();
-            let namespace = changed.namespace();
-            dependents
-                .state()
-                .into_iter()
-                .filter(|t| {
-                    t.namespace() == namespace
-                        && radwasm_policy_model::annotations::depends_on(t.annotations())
-                            .contains(&name)
-                })
-                .map(|t| ObjectRef::from_obj(&*t))
-                .collect::<Vec<_>>()
+            let key = format!(
+                "{}/{}",
+                changed.namespace().unwrap_or_default(),
+                changed.name_any()
+            );
+            dependents.dependents.get(&key)
         })
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(

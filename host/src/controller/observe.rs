@@ -83,10 +83,11 @@ pub async fn template(
     let spec_hash = &spec_hash(spec);
     let namespace = object.namespace().unwrap_or_default();
     let uid = object.uid().unwrap_or_default();
-    let owned_resources = caches
-        .resources
-        .state()
+    let owned_resources = ctx
+        .owners
+        .get(&uid)
         .iter()
+        .filter_map(|child| caches.resources.get(child))
         .filter(|r| {
             // Owned means controlled (the owner reference), as Kubernetes
             // garbage collection sees it: the resources Radius's own
