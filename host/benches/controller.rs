@@ -6,11 +6,13 @@
 //!   T = 0.2 s, 1 s and 5 s; once with the default policy's polling and once
 //!   with polling on a fixed 5-second interval (the shipped Radius controller).
 //! * `scale`: 1,000 templates of 3 resources each, applied at once, until all
-//!   are Ready; wall time and the controller's peak RSS (`VmHWM`).
+//!   are Ready; wall time and the controller's peak RSS (`VmHWM`); then its
+//!   CPU and Radius requests while idle, and after a SIGKILL and restart the
+//!   time until it is idle again and what it sent to Radius meanwhile.
 //!
 //! ```sh
 //! cargo bench -p radwasm --bench controller -- time-to-ready [--reps 5] [--apiserver both]
-//! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000] [--apiserver both]
+//! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000] [--idle-secs 30] [--apiserver both]
 //! ```
 //!
 //! `--apiserver` picks the Kubernetes API server: `embedded` (the default,
@@ -71,6 +73,8 @@ struct Options {
     templates: usize,
     deploy_ms: u64,
     apply_concurrency: usize,
+    /// How long `scale` watches the controller idle after all is Ready.
+    idle_secs: u64,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -81,6 +85,7 @@ fn options() -> anyhow::Result<Options> {
         templates: 1000,
         deploy_ms: 1000,
         apply_concurrency: 16,
+        idle_secs: 30,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -96,6 +101,7 @@ fn options() -> anyhow::Result<Options> {
             "--reps" => options.reps = number("--reps")? as usize,
             "--templates" => options.templates = number("--templates")? as usize,
             "--deploy-ms" => options.deploy_ms = number("--deploy-ms")?,
+            "--idle-secs" => options.idle_secs = number("--idle-secs")?,
             "--apply-concurrency" => {
                 options.apply_concurrency = number("--apply-concurrency")?.max(1) as usize
             }
@@ -109,7 +115,7 @@ fn options() -> anyhow::Result<Options> {
             }
             "time-to-ready" | "scale" => options.benches.push(arg),
             other => bail!(
-                "unknown argument {other:?}; use time-to-ready, scale, --reps N, --templates N, --deploy-ms N, --apply-concurrency N, --apiserver embedded|real|both"
+                "unknown argument {other:?}; use time-to-ready, scale, --reps N, --templates N, --deploy-ms N, --apply-concurrency N, --idle-secs N, --apiserver embedded|real|both"
             ),
         }
     }
@@ -672,6 +678,48 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
         rss_before as f64 / 1024.0,
         cpu.unwrap_or(0.0) - cpu_before,
         stats.deployment_puts,
+    );
+
+    // Idle: nothing changes. What the controller spends and sends.
+    let idle = Duration::from_secs(options.idle_secs);
+    let cpu_start = controller.cpu_seconds().unwrap_or(0.0);
+    let requests_start = stage.radius.stats().requests;
+    tokio::time::sleep(idle).await;
+    let idle_cpu = controller.cpu_seconds().unwrap_or(0.0) - cpu_start;
+    let idle_requests = stage.radius.stats().requests - requests_start;
+    println!(
+        "  idle for {:.0} s: controller CPU {:.2} % of a core, {idle_requests} Radius requests",
+        idle.as_secs_f64(),
+        100.0 * idle_cpu / idle.as_secs_f64()
+    );
+
+    // Restart: SIGKILL (dropping the process kills it), a new process, and
+    // the time until it is idle again (under 1 % of a core for 3 s running).
+    drop(controller);
+    let before = stage.radius.stats();
+    let restarted = Instant::now();
+    let controller = stage.controller()?;
+    let mut last = controller.cpu_seconds().unwrap_or(0.0);
+    let mut quiet = 0;
+    while quiet < 3 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = controller.cpu_seconds().unwrap_or(0.0);
+        quiet = if now - last < 0.01 { quiet + 1 } else { 0 };
+        last = now;
+        if restarted.elapsed() > Duration::from_secs(300) {
+            bail!(
+                "the restarted controller never went idle:\n{}",
+                controller.log_tail()
+            );
+        }
+    }
+    let after = stage.radius.stats();
+    println!(
+        "  restart after SIGKILL: idle again {:.1} s after the start, controller CPU {:.1} s, {} deployment PUTs, {} Radius requests",
+        (restarted.elapsed() - Duration::from_secs(3)).as_secs_f64(),
+        last,
+        after.deployment_puts - before.deployment_puts,
+        after.requests - before.requests,
     );
     controller.stop()?;
     stage.stop().await;
