@@ -579,12 +579,7 @@ impl System {
     /// Create template `app` from the three-resource fixture and wait until
     /// it is Ready.
     pub async fn ready_app(&self) {
-        self.create(&template(
-            "app",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
+        self.create(&app_template("app")).await;
         self.wait_phase("app", "Ready").await;
     }
 
@@ -823,6 +818,16 @@ pub fn fixture(name: &str) -> String {
         .join("../tests/fixtures/arm-templates")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The three-resource app (environment, application, container) the
+/// scenarios deploy, as template `name`.
+pub fn app_template(name: &str) -> DeploymentTemplate {
+    template(
+        name,
+        &fixture("deploymenttemplate-outputresources-1.json"),
+        "",
+    )
 }
 
 pub fn template(name: &str, template: &str, parameters: &str) -> DeploymentTemplate {

@@ -26,7 +26,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde::Deserialize;
 
-use crate::harness::{Backend, System, fixture, template};
+use crate::harness::{Backend, System, app_template, fixture};
 use crate::realkube::{CONTROLLER_NAMESPACE, ClusterHandle, can, eventually, shared};
 
 /// One permission: API group, resource (`resource/subresource` for a
@@ -402,13 +402,7 @@ async fn refused_for(account: &str, removed: &PolicyRule) {
     )
     .await;
     let cluster = system.cluster.as_ref().expect("the real cluster");
-    system
-        .create(&template(
-            "app",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
+    system.create(&app_template("app")).await;
     let removed_permissions = permissions(removed);
     // A refusal of a permission the rule granted; for an ownerReference's
     // `blockOwnerDeletion`, the admission plugin refuses the create of the

@@ -9,7 +9,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use radwasm::crd::{DeploymentTemplate, ProviderConfig};
 use serde_json::json;
 
-use crate::harness::{System, fixture, id, template, template_in};
+use crate::harness::{System, app_template, fixture, id, template, template_in};
 
 const TEMPLATE_FINALIZER: &str = "radapp.io/deployment-template-finalizer";
 const RESOURCE_FINALIZER: &str = "radapp.io/deployment-resource-finalizer";
@@ -32,13 +32,7 @@ fn radius_ids(system: &System) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_becomes_ready_with_one_owned_resource_per_output() {
     let system = System::start(&[]).await;
-    system
-        .create(&template(
-            "app",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
+    system.create(&app_template("app")).await;
     let ready = system.wait_phase("app", "Ready").await;
 
     let status = ready.status.clone().expect("status");
@@ -268,13 +262,7 @@ async fn a_failed_deployment_is_reported_and_a_fixed_spec_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_template_deletes_radius_resources_in_a_safe_order() {
     let system = System::start(&[]).await;
-    system
-        .create(&template(
-            "app",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
+    system.create(&app_template("app")).await;
     system.wait_phase("app", "Ready").await;
     assert_eq!(radius_ids(&system).len(), 3);
 
@@ -464,11 +452,7 @@ async fn annotated(
     name: &str,
     annotations: &[(&str, &str)],
 ) -> DeploymentTemplate {
-    let mut object = template(
-        name,
-        &fixture("deploymenttemplate-outputresources-1.json"),
-        "",
-    );
+    let mut object = app_template(name);
     object.metadata.annotations = Some(
         annotations
             .iter()
@@ -619,13 +603,7 @@ async fn with_leader_election_one_replica_reconciles_and_a_standby_takes_over() 
     let mut standby = system.spawn_controller();
     system.wait_for_log("waiting for the leader lease").await;
 
-    system
-        .create(&template(
-            "first",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
+    system.create(&app_template("first")).await;
     system.wait_phase("first", "Ready").await;
 
     // The leader dies without releasing the Lease; once it expires (2 s)
@@ -679,13 +657,7 @@ async fn the_guardrail_policy_changes_the_outcome_with_the_same_binary() {
     let guardrail = format!("{}/image-tag-guardrail.wasm", env!("RADWASM_GUEST_DIR"));
     let system = System::start(&["--policy", &guardrail]).await;
     // outputresources-1 runs image "nginx" (no tag): refused.
-    system
-        .create(&template(
-            "unpinned",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
+    system.create(&app_template("unpinned")).await;
     let failed = system.wait_phase("unpinned", "Failed").await;
     let status = failed.status.expect("status");
     assert!(status.message.unwrap_or_default().contains("nginx"));
@@ -933,13 +905,7 @@ async fn without_radius_url_the_controller_uses_the_aggregated_path_with_cluster
         return;
     }
     let system = System::start_aggregated().await;
-    system
-        .create(&template(
-            "app",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
+    system.create(&app_template("app")).await;
     system.wait_phase("app", "Ready").await;
     assert_eq!(system.radius().stats().deployment_puts, 1);
     let authorizations = system.radius_authorizations();
@@ -962,13 +928,7 @@ async fn a_template_named_at_the_length_limit_deploys_and_its_events_are_recorde
     let system = System::start(&[]).await;
     let name = format!("{}-end", "a".repeat(249));
     assert_eq!(name.len(), 253);
-    system
-        .create(&template(
-            &name,
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
+    system.create(&app_template(&name)).await;
     system.wait_phase(&name, "Ready").await;
     let events = system.wait_event(&name, "DeploymentSucceeded").await;
     assert!(!events.is_empty());

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams};
 
-use crate::harness::{System, fixture, template};
+use crate::harness::{System, app_template, fixture, template};
 
 const TEMPLATES: usize = 24;
 
@@ -47,13 +47,7 @@ async fn two_shards_deploy_and_delete_each_template_exactly_once() {
         system.create(&object).await;
     }
     // A template in no shard is left alone by both.
-    system
-        .create(&template(
-            "unsharded",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
+    system.create(&app_template("unsharded")).await;
     for at in 0..TEMPLATES {
         system.wait_phase(&name(at), "Ready").await;
     }

@@ -13,7 +13,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use radwasm::crd::DeploymentTemplate;
 use serde_json::json;
 
-use crate::harness::{System, fixture, id, template};
+use crate::harness::{System, app_template, fixture, id, template};
 
 /// Every status a watch saw for one template: (generation, observed
 /// generation, phase, Ready status, status hash).
@@ -182,11 +182,7 @@ async fn a_delete_meeting_server_errors_says_so_in_status_and_is_paced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_changed_during_a_deployment_is_ready_only_once_it_is_deployed() {
     let system = System::start_with(&[], Duration::from_secs(2)).await;
-    let first = template(
-        "app",
-        &fixture("deploymenttemplate-outputresources-1.json"),
-        "",
-    );
+    let first = app_template("app");
     let (seen, watch) = watch_statuses(&system, "app");
     system.create(&first).await;
     system
@@ -240,13 +236,7 @@ async fn an_older_specs_failed_deployment_does_not_fail_the_new_generation() {
         .faults()
         .fail_next_deployments(1, "RecipeFailed", "a transient cloud error");
     let (seen, watch) = watch_statuses(&system, "app");
-    system
-        .create(&template(
-            "app",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
+    system.create(&app_template("app")).await;
     system
         .wait_template("app", "a deployment in flight", |t| {
             t.and_then(|t| t.status.as_ref())
@@ -288,11 +278,7 @@ async fn a_policy_naming_its_deployments_differently_survives_a_restart_mid_depl
     // the name the plan gave, not assume the default policy's naming.
     let misbehaving = format!("{}/misbehaving-policy.wasm", env!("RADWASM_GUEST_DIR"));
     let mut system = System::start_with(&["--policy", &misbehaving], Duration::from_secs(4)).await;
-    let mut object = template(
-        "app",
-        &fixture("deploymenttemplate-outputresources-1.json"),
-        "",
-    );
+    let mut object = app_template("app");
     object.metadata.annotations = Some(
         [(
             "radwasm.test/misbehave".to_string(),
@@ -372,11 +358,7 @@ async fn a_policy_that_retries_at_once_is_held_to_the_hosts_floor() {
     // failed Radius mutation by at least 1 s per object.
     let misbehaving = format!("{}/misbehaving-policy.wasm", env!("RADWASM_GUEST_DIR"));
     let system = System::start(&["--policy", &misbehaving]).await;
-    let mut object = template(
-        "app",
-        &fixture("deploymenttemplate-outputresources-1.json"),
-        "",
-    );
+    let mut object = app_template("app");
     object.metadata.annotations =
         Some([("radwasm.test/misbehave".to_string(), "hasty".to_string())].into());
     system.create(&object).await;
@@ -443,11 +425,7 @@ async fn a_deployment_radius_failed_is_retried_with_backoff_and_its_records_go_w
         .radius()
         .faults()
         .fail_next_deployments(2, "RecipeFailed", "a transient cloud error");
-    let mut object = template(
-        "app",
-        &fixture("deploymenttemplate-outputresources-1.json"),
-        "",
-    );
+    let mut object = app_template("app");
     // First retry after 1 s, then 2 s.
     object.metadata.annotations =
         Some([("radapp.io/deployment-retry".to_string(), "1s".to_string())].into());
@@ -612,13 +590,7 @@ async fn a_template_deleted_as_soon_as_its_resources_appear_leaves_nothing_in_ra
             }
         })
     };
-    system
-        .create(&template(
-            "app",
-            &fixture("deploymenttemplate-outputresources-1.json"),
-            "",
-        ))
-        .await;
+    system.create(&app_template("app")).await;
     // Delete the template as soon as its resources exist.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while system.owned("app").await.len() < 3 {

@@ -72,17 +72,8 @@ if built; then
   exit 0
 fi
 
-go_cmd="${GO:-}"
-if [[ -z "$go_cmd" ]]; then
-  if command -v go > /dev/null 2>&1; then
-    go_cmd=go
-  elif [[ -x /usr/local/go/bin/go ]]; then
-    go_cmd=/usr/local/go/bin/go
-  else
-    echo "build.sh: no Go toolchain (set GO=/path/to/go or put go on PATH)" >&2
-    exit 1
-  fi
-fi
+# shellcheck source=../go-toolchain.sh
+source "$here/../go-toolchain.sh"
 
 # One build at a time, whoever asks (parallel tests, several cargo runs).
 mkdir -p "$root/target/kube-bin"
