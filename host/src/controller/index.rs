@@ -162,12 +162,9 @@ where
     }
 
     /// How many objects the index holds.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.state.lock().map_or(0, |state| state.keys.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

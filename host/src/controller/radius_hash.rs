@@ -26,12 +26,14 @@ use crate::go_text;
 /// `spec`. Only a spec in Radius's shape (parameters a map of text,
 /// provider config text) can carry one.
 pub fn written_by_radius_for(spec: &DeploymentTemplateSpec, stored: &str) -> bool {
-    let Some(json) = go_json(spec) else {
-        return false;
+    // Only a hash of one of the two lengths can match: the template text is
+    // hashed once, by the one algorithm that could have written `stored`.
+    let digest: fn(&[u8]) -> String = match stored.len() {
+        64 => |bytes| hex::encode(Sha256::digest(bytes)),
+        40 => |bytes| hex::encode(Sha1::digest(bytes)),
+        _ => return false,
     };
-    let sha256 = hex::encode(Sha256::digest(json.as_bytes()));
-    let sha1 = hex::encode(Sha1::digest(json.as_bytes()));
-    stored == sha256 || stored == sha1
+    go_json(spec).is_some_and(|json| digest(json.as_bytes()) == stored)
 }
 
 /// Radius's Go `DeploymentTemplateSpec` as its JSON tags describe it: fields
