@@ -815,6 +815,41 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
                 // Track what that deployment created so it is deleted too,
                 // at most MAX_CHANGES_PER_PLAN a decision: the operation is
                 // kept (and polled again) until every output is tracked.
+                // A resource the deployment made again while its old
+                // DeploymentResource was being deleted (a later spec listed
+                // it again) is not tracked by that one: its DELETE may have
+                // gone out before the deployment re-created it. Keep the
+                // operation until the old one is gone, then track it anew.
+                let (deleting, live): (Vec<_>, Vec<_>) = observation
+                    .owned_resources
+                    .iter()
+                    .partition(|r| r.deletion_requested);
+                let live_ids: IdSet = live.iter().map(|r| r.radius_id.as_str()).collect();
+                let deleting_ids: IdSet = deleting.iter().map(|r| r.radius_id.as_str()).collect();
+                let draining = output_resources
+                    .iter()
+                    .filter(|id| deleting_ids.contains(id) && !live_ids.contains(id))
+                    .count();
+                if draining > 0 {
+                    let message = format!(
+                        "waiting for {draining} DeploymentResources being deleted, whose resources the last deployment made again, before deleting those"
+                    );
+                    plan.status(
+                        status,
+                        DesiredTemplateStatus {
+                            phase: Some(TemplatePhase::Deleting),
+                            message: Some(message.clone()),
+                            ready: Some(ready_condition(
+                                ConditionStatus::False,
+                                "Deleting",
+                                &message,
+                            )),
+                            ..Default::default()
+                        },
+                    );
+                    plan.requeue(CLEANUP_RECHECK_MS);
+                    return;
+                }
                 let owned_ids: IdSet = observation
                     .owned_resources
                     .iter()
