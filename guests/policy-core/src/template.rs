@@ -455,7 +455,16 @@ fn settle_or_deploy(
         return;
     }
 
-    if status.phase == Some(TemplatePhase::Failed) && status.observed_generation == generation {
+    // A failure the host wrote (no policy decided, or its plan was refused)
+    // is not this policy's answer to this spec: decide afresh.
+    let host_failure = status.conditions.iter().any(|c| {
+        c.kind == radwasm_policy_model::READY_CONDITION
+            && radwasm_policy_model::HOST_FAILURE_REASONS.contains(&c.reason.as_str())
+    });
+    if status.phase == Some(TemplatePhase::Failed)
+        && status.observed_generation == generation
+        && !host_failure
+    {
         // Failed at this generation. A deployment of this very spec that
         // Radius failed is retried with backoff (the host says how long ago
         // it failed); anything else (an invalid spec, a refusal by this
@@ -524,6 +533,51 @@ fn settle_or_deploy(
             },
         );
         plan.requeue(CLEANUP_RECHECK_MS);
+        return;
+    }
+
+    // Every resource the last deployment produced is tracked before another
+    // deployment replaces that list. One produced again while its old
+    // DeploymentResource was being deleted got none; a next spec that drops
+    // it would leave it in Radius with nothing to delete it.
+    let tracked: IdSet = observation
+        .owned_resources
+        .iter()
+        .map(|r| r.radius_id.as_str())
+        .collect();
+    let mut refused = Refused::default();
+    let untracked: Vec<&String> = status
+        .output_resources
+        .iter()
+        .filter(|id| !tracked.contains(id) && refused.admits(id))
+        .take(MAX_CHANGES_PER_PLAN)
+        .collect();
+    if !untracked.is_empty() {
+        let message = format!(
+            "tracking {} resources the last deployment made before deploying",
+            untracked.len()
+        );
+        for id in untracked {
+            plan.push(TemplateAction::CreateResource(CreateResource {
+                name: naming::resource_object_name(id),
+                radius_id: id.clone(),
+            }));
+        }
+        plan.status(
+            status,
+            DesiredTemplateStatus {
+                phase: Some(TemplatePhase::Updating),
+                message: Some(message.clone()),
+                observed_generation: Some(generation),
+                ready: Some(ready_condition(
+                    ConditionStatus::False,
+                    "WaitingForCleanup",
+                    &message,
+                )),
+                ..Default::default()
+            },
+        );
+        plan.requeue(POLL_MIN_MS);
         return;
     }
 

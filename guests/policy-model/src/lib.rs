@@ -28,6 +28,14 @@ pub const RESOURCE_FINALIZER: &str = "radapp.io/deployment-resource-finalizer";
 /// The standard condition type kept in both kinds' status.
 pub const READY_CONDITION: &str = "Ready";
 
+/// Reasons of a `Ready=False` condition the host writes itself, when no plan
+/// came from a policy: the named policy is missing or not Ready
+/// (`PolicyNotReady`), the guest trapped, ran out of fuel or refused to
+/// decide (`PolicyFailed`), or the guard rails refused its plan
+/// (`PlanRejected`). Such a failure says nothing about the spec: a policy
+/// that decides later (a new version, another policy) decides afresh.
+pub const HOST_FAILURE_REASONS: [&str; 3] = ["PolicyNotReady", "PolicyFailed", "PlanRejected"];
+
 /// Annotation names understood by the default policy.
 pub mod annotations {
     /// `manage` (default), `skip` or `detach-on-delete`.
