@@ -12,5 +12,6 @@ pub mod leader;
 pub mod metrics;
 pub mod policy;
 pub mod radius;
+pub mod reconcile_policy;
 
 pub mod telemetry;

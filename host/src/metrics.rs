@@ -20,6 +20,7 @@ use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 use crate::policy::LoadedPolicy;
+use crate::policy::records::Recorder;
 
 /// Labels of a reconcile: object kind and outcome (`ok`, `error`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -32,6 +33,17 @@ pub struct ReconcileLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: &'static str,
+}
+
+/// Labels of a shadow decision: object kind, the enforcing and the shadow
+/// `ReconcilePolicy` (`--policy` for the controller's own), and whether the
+/// shadow's plan `agreed`, `disagreed` or `failed` (it could not decide).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowLabels {
+    pub kind: &'static str,
+    pub enforcing: String,
+    pub shadow: String,
+    pub outcome: &'static str,
 }
 
 /// Labels of a policy decision: object kind, policy name and version, and
@@ -91,9 +103,13 @@ pub struct Metrics {
     decision_fuel: Family<DecisionLabels, Histogram>,
     decision_failures: Family<FailureLabels, Counter>,
     paced_mutations: Family<KindLabels, Counter>,
+    shadow_decisions: Family<ShadowLabels, Counter>,
     remembered_objects: Gauge,
     radius_requests: Family<RadiusLabels, Counter>,
     radius_request_seconds: Family<MethodLabels, Histogram>,
+    /// Decision records: their counters are registered and their ring is
+    /// served on `/debug/decisions` (`with_decision_records`).
+    decision_records: Option<Recorder>,
 }
 
 impl Default for Metrics {
@@ -150,6 +166,12 @@ impl Default for Metrics {
             "Radius mutations a plan asked for too soon after a failed one, held back until the delay passed",
             paced_mutations.clone(),
         );
+        let shadow_decisions = Family::<ShadowLabels, Counter>::default();
+        registry.register(
+            "shadow_decisions",
+            "Decisions of Shadow ReconcilePolicies, by whether their plan agreed with the enforcing policy's",
+            shadow_decisions.clone(),
+        );
         let remembered_objects = Gauge::default();
         registry.register(
             "remembered_objects",
@@ -181,14 +203,36 @@ impl Default for Metrics {
             decision_fuel,
             decision_failures,
             paced_mutations,
+            shadow_decisions,
             remembered_objects,
             radius_requests,
             radius_request_seconds,
+            decision_records: None,
         }
     }
 }
 
 impl Metrics {
+    /// Export the recorder's counters
+    /// (`radwasm_decision_records_written_total`,
+    /// `radwasm_decision_records_dropped_total{reason}`) and serve its ring
+    /// on `/debug/decisions`. Call before the metrics are shared.
+    pub fn with_decision_records(mut self, recorder: &Recorder) -> Self {
+        let counters = recorder.counters();
+        self.registry.register(
+            "decision_records_written",
+            "Decision records stored (in the in-memory ring and/or the record files)",
+            counters.written.clone(),
+        );
+        self.registry.register(
+            "decision_records_dropped",
+            "Decision records lost: the writer was behind (queue_full) or a file write failed (write_error)",
+            counters.dropped.clone(),
+        );
+        self.decision_records = Some(recorder.clone());
+        self
+    }
+
     /// One reconcile finished.
     pub fn observe_reconcile(&self, kind: &'static str, outcome: &'static str, took: Duration) {
         self.reconciles
@@ -221,6 +265,24 @@ impl Metrics {
     pub fn count_paced(&self, kind: &'static str) {
         self.paced_mutations
             .get_or_create(&KindLabels { kind })
+            .inc();
+    }
+
+    /// One decision of a shadow policy.
+    pub fn count_shadow(
+        &self,
+        kind: &'static str,
+        enforcing: &str,
+        shadow: &str,
+        outcome: &'static str,
+    ) {
+        self.shadow_decisions
+            .get_or_create(&ShadowLabels {
+                kind,
+                enforcing: enforcing.to_string(),
+                shadow: shadow.to_string(),
+                outcome,
+            })
             .inc();
     }
 
@@ -283,7 +345,9 @@ struct ServerState {
     readiness: Readiness,
 }
 
-/// Serve `/metrics`, `/healthz` and `/readyz` on `address` until `shutdown`.
+/// Serve `/metrics`, `/healthz`, `/readyz` and `/debug/decisions` (the
+/// decision-record ring, when attached with [`Metrics::with_decision_records`])
+/// on `address` until `shutdown`.
 /// Returns the bound address (useful with port 0).
 pub async fn serve(
     address: SocketAddr,
@@ -295,6 +359,7 @@ pub async fn serve(
         .route("/metrics", get(metrics_handler))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready_handler))
+        .route("/debug/decisions", get(decisions_handler))
         .with_state(ServerState { metrics, readiness });
     let listener = tokio::net::TcpListener::bind(address).await?;
     let bound = listener.local_addr()?;
@@ -317,6 +382,36 @@ async fn metrics_handler(State(state): State<ServerState>) -> impl IntoResponse 
         )],
         state.metrics.encode(),
     )
+}
+
+/// `?limit=N` of `/debug/decisions`.
+#[derive(serde::Deserialize)]
+struct DecisionsQuery {
+    limit: Option<usize>,
+}
+
+/// The last decision records as JSON lines, newest last.
+async fn decisions_handler(
+    State(state): State<ServerState>,
+    axum::extract::Query(query): axum::extract::Query<DecisionsQuery>,
+) -> axum::response::Response {
+    match state
+        .metrics
+        .decision_records
+        .as_ref()
+        .and_then(|recorder| recorder.recent(query.limit))
+    {
+        Some(lines) => (
+            [(header::CONTENT_TYPE, "application/x-ndjson; charset=utf-8")],
+            lines,
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            "decision records are not kept in memory (--decision-ring 0)\n",
+        )
+            .into_response(),
+    }
 }
 
 async fn ready_handler(State(state): State<ServerState>) -> impl IntoResponse {
@@ -347,6 +442,7 @@ mod tests {
         );
         metrics.count_decision_failure("DeploymentResource", "OutOfFuel");
         metrics.count_paced("DeploymentResource");
+        metrics.count_shadow("DeploymentTemplate", "team-a", "team-a-canary", "disagreed");
         metrics.set_remembered_objects(3);
         metrics.observe_radius_request("DELETE", 409, Duration::from_millis(2));
         metrics.observe_radius_request("PUT", 0, Duration::from_millis(2));

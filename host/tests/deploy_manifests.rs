@@ -13,26 +13,41 @@ fn repo() -> &'static Path {
 
 #[test]
 fn the_committed_crds_are_generated_from_the_rust_types() {
-    let output = Command::new(env!("CARGO_BIN_EXE_radwasm"))
+    for (group, file) in [
+        ("radapp.io", "radapp.io_v1alpha3.yaml"),
+        ("radwasm.io", "radwasm.io_v1alpha1.yaml"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_radwasm"))
+            .args(["crds", "--group", group])
+            .output()
+            .expect("run radwasm crds");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // The kustomize base and the Helm chart carry the same file.
+        for file in [
+            format!("deploy/crds/{file}"),
+            format!("deploy/chart/crds/{file}"),
+        ] {
+            let committed = std::fs::read_to_string(repo().join(&file)).unwrap_or_default();
+            assert!(
+                committed == String::from_utf8_lossy(&output.stdout),
+                "{file} is out of date: run `cargo run -p radwasm -- crds --group {group} > {file}`"
+            );
+        }
+    }
+    let all = Command::new(env!("CARGO_BIN_EXE_radwasm"))
         .arg("crds")
         .output()
         .expect("run radwasm crds");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let all = String::from_utf8_lossy(&all.stdout);
+    assert_eq!(
+        all.matches("kind: CustomResourceDefinition").count(),
+        3,
+        "`radwasm crds` prints every CRD"
     );
-    // The kustomize base and the Helm chart carry the same file.
-    for file in [
-        "deploy/crds/radapp.io_v1alpha3.yaml",
-        "deploy/chart/crds/radapp.io_v1alpha3.yaml",
-    ] {
-        let committed = std::fs::read_to_string(repo().join(file)).unwrap_or_default();
-        assert!(
-            committed == String::from_utf8_lossy(&output.stdout),
-            "{file} is out of date: run `cargo run -p radwasm -- crds > {file}`"
-        );
-    }
 }
 
 #[test]

@@ -218,7 +218,11 @@ impl System {
         .expect("kube config");
         let client = Client::try_from(config).expect("client");
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in [DeploymentTemplate::crd(), DeploymentResource::crd()] {
+        for crd in [
+            DeploymentTemplate::crd(),
+            DeploymentResource::crd(),
+            radwasm::reconcile_policy::ReconcilePolicy::crd(),
+        ] {
             crds.create(&PostParams::default(), &crd)
                 .await
                 .expect("install CRD");
@@ -404,6 +408,11 @@ impl System {
 
     /// The Prometheus text the (latest) controller serves on `/metrics`.
     pub async fn metrics(&self) -> String {
+        self.scrape("/metrics").await
+    }
+
+    /// GET `path` from the controller's metrics server.
+    pub async fn scrape(&self, path: &str) -> String {
         let mut logs = String::new();
         if let Ok(entries) = std::fs::read_dir(self.dir.path()) {
             let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
@@ -423,12 +432,12 @@ impl System {
             .next_back()
             .expect("the controller logged its metrics address")
             .to_string();
-        reqwest::get(format!("http://{address}/metrics"))
+        reqwest::get(format!("http://{address}{path}"))
             .await
-            .expect("scrape /metrics")
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
             .text()
             .await
-            .expect("metrics body")
+            .expect("response body")
     }
 
     /// The controller's log so far (for assertion messages).

@@ -8,6 +8,7 @@ mod dev;
 mod harness;
 mod helm;
 mod modules;
+mod policies;
 mod radius_shape;
 mod rbac;
 mod realkube;

@@ -785,8 +785,9 @@ extern "C" fn stop_shared_cluster() {
 async fn prepare_for_product(cluster: &RealCluster) -> Result<()> {
     let deploy = repo_root().join("deploy");
     let file = |name: &str| deploy.join(name).display().to_string();
-    let (crds, namespace, rbac) = (
+    let (crds, policy_crds, namespace, rbac) = (
         file("crds/radapp.io_v1alpha3.yaml"),
+        file("crds/radwasm.io_v1alpha1.yaml"),
         file("namespace.yaml"),
         file("rbac.yaml"),
     );
@@ -796,6 +797,8 @@ async fn prepare_for_product(cluster: &RealCluster) -> Result<()> {
             "--server-side",
             "-f",
             &crds,
+            "-f",
+            &policy_crds,
             "-f",
             &namespace,
             "-f",
@@ -838,6 +841,7 @@ pub async fn product_crds_established(client: &Client) -> Result<()> {
     for crd in [
         "deploymenttemplates.radapp.io",
         "deploymentresources.radapp.io",
+        "reconcilepolicies.radwasm.io",
     ] {
         tokio::time::timeout(
             Duration::from_secs(60),

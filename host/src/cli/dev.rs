@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -22,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::run::{ControllerArgs, ControllerHost, cancel_on_signals, parse_duration};
 use crate::crd::{DeploymentResource, DeploymentTemplate};
-use crate::metrics::Metrics;
 use crate::radius::Endpoint;
 
 /// The example applied when no manifests are given.
@@ -113,12 +111,13 @@ async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let client = Client::try_from(config.clone())?;
     install_crds(&client).await?;
 
-    let metrics = Arc::new(Metrics::default());
+    let (metrics, records) = super::run::metrics_and_records(&args.controller)?;
     let host = ControllerHost::new(
         &args.controller,
         config,
         Endpoint::direct(&radius.base_url())?,
         metrics,
+        records,
     )?;
     println!(
         "policy          {} ({})",
@@ -193,7 +192,11 @@ async fn install_crds(client: &Client) -> anyhow::Result<()> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::CustomResourceExt;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in [DeploymentTemplate::crd(), DeploymentResource::crd()] {
+    for crd in [
+        DeploymentTemplate::crd(),
+        DeploymentResource::crd(),
+        crate::reconcile_policy::ReconcilePolicy::crd(),
+    ] {
         match crds.create(&PostParams::default(), &crd).await {
             Ok(_) => {}
             Err(kube::Error::Api(response)) if response.code == 409 => {}

@@ -11,6 +11,8 @@ use crate::telemetry::LogFormat;
 pub mod dev;
 pub mod manifest;
 pub mod policy;
+pub mod policy_oci;
+pub mod policy_records;
 pub mod run;
 #[cfg(feature = "dev")]
 pub mod sim;
@@ -44,7 +46,12 @@ pub enum Command {
     #[command(subcommand)]
     Sim(sim::SimCommand),
     /// Print the CustomResourceDefinitions (YAML) generated from the Rust types.
-    Crds,
+    Crds {
+        /// Only this API group's (`radapp.io` or `radwasm.io`), as its file
+        /// in `deploy/crds/` holds them.
+        #[arg(long)]
+        group: Option<String>,
+    },
     /// Generate a DeploymentTemplate manifest from a Bicep file or an ARM template.
     #[command(subcommand)]
     Manifest(manifest::ManifestCommand),
@@ -62,10 +69,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(args),
         #[cfg(feature = "dev")]
         Command::Sim(command) => sim::run(command),
-        Command::Crds => {
+        Command::Crds { group: None } => {
             print!("{}", crate::crd::crd_yaml()?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Crds { group: Some(group) } => match crate::crd::crd_yaml_for(&group) {
+            Some(text) => {
+                print!("{}", text?);
+                Ok(ExitCode::SUCCESS)
+            }
+            None => anyhow::bail!(
+                "--group {group:?}: the groups are {}",
+                crate::crd::CRD_GROUPS.join(" and ")
+            ),
+        },
         Command::Manifest(command) => manifest::run_manifest(command),
         Command::Bicep(command) => manifest::run_bicep(command),
     }

@@ -48,12 +48,21 @@ pub enum PolicyCommand {
         #[arg(long)]
         compare_native: bool,
     },
+    /// Re-decide recorded decisions (`--decision-records-dir` files) with a
+    /// policy and report the records it answers differently.
+    Replay(super::policy_records::ReplayArgs),
+    /// Turn one decision record into a fixture case for `policy test`.
+    RecordToCase(super::policy_records::RecordToCaseArgs),
     /// Print the JSON Schema of observation files or plans (the committed
     /// copies are in `docs/schema/`).
     Schema {
         #[arg(value_enum)]
         which: SchemaKind,
     },
+    /// Validate a policy and push it to an OCI registry; print its digest reference.
+    Push(super::policy_oci::PushArgs),
+    /// Pull a policy from an OCI registry, verify its digests, validate it, write it.
+    Pull(super::policy_oci::PullArgs),
 }
 
 /// Which JSON form `policy schema` describes.
@@ -122,10 +131,14 @@ pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
             iterations,
             compare_native,
         } => bench(&policy, &observation, iterations, compare_native),
+        PolicyCommand::Replay(args) => super::policy_records::replay(&args),
+        PolicyCommand::RecordToCase(args) => super::policy_records::record_to_case(&args),
         PolicyCommand::Schema { which } => {
             print!("{}", schema_json(which));
             Ok(ExitCode::SUCCESS)
         }
+        PolicyCommand::Push(args) => super::policy_oci::push(args),
+        PolicyCommand::Pull(args) => super::policy_oci::pull(args),
     }
 }
 

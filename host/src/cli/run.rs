@@ -15,8 +15,11 @@ use tokio_util::sync::CancellationToken;
 use crate::controller::{self, Context, Options};
 use crate::leader::{LeaderElector, LeaseSettings, TermEnd};
 use crate::metrics::{self, Metrics, Readiness};
+use crate::policy::records::{RecordArgs, Recorder};
 use crate::policy::{Limits, PolicyEngine, PolicySlot, PolicySource};
 use crate::radius::{Endpoint, RadiusClient, RetryPolicy};
+use crate::reconcile_policy::PolicyRegistry;
+use crate::reconcile_policy::loader::{self, Loader};
 
 /// Options shared by `run` and `dev`: the policy and how the controllers run.
 #[derive(Debug, Clone, Args)]
@@ -47,6 +50,13 @@ pub struct ControllerArgs {
     /// controller per shard, each with its own Lease (docs/scaling.md).
     #[arg(long, value_name = "SELECTOR")]
     pub watch_label_selector: Option<String>,
+    /// An OCI registry (`host:port`) that `ReconcilePolicy` modules are
+    /// pulled from over plain HTTP instead of HTTPS (a registry on
+    /// loopback, say); repeatable.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub policy_insecure_registry: Vec<String>,
+    #[command(flatten)]
+    pub records: RecordArgs,
 }
 
 /// `radwasm run`.
@@ -122,12 +132,22 @@ pub async fn kube_config(path: Option<&PathBuf>) -> anyhow::Result<kube::Config>
     }
 }
 
+/// The metrics registry, with the decision recorder `args` ask for
+/// registered in it (and its ring served on `/debug/decisions`).
+pub fn metrics_and_records(args: &ControllerArgs) -> anyhow::Result<(Arc<Metrics>, Recorder)> {
+    let records = Recorder::from_args(&args.records)?;
+    let metrics = Arc::new(Metrics::default().with_decision_records(&records));
+    Ok((metrics, records))
+}
+
 /// A running controller host: call [`ControllerHost::wait`] to run it until shutdown.
 pub struct ControllerHost {
     pub policy: PolicySlot,
+    engine: PolicyEngine,
     ctx: Arc<Context>,
     options: Options,
     reload_interval: Duration,
+    insecure_registries: Vec<String>,
 }
 
 impl ControllerHost {
@@ -137,6 +157,7 @@ impl ControllerHost {
         config: kube::Config,
         radius: Endpoint,
         metrics: Arc<Metrics>,
+        records: Recorder,
     ) -> anyhow::Result<Self> {
         let limits = Limits {
             fuel: args.fuel,
@@ -145,15 +166,18 @@ impl ControllerHost {
             ..Limits::default()
         };
         let engine = PolicyEngine::new(limits)?;
-        let policy = PolicySlot::load(engine, PolicySource::parse(&args.policy))
+        let policy = PolicySlot::load(engine.clone(), PolicySource::parse(&args.policy))
             .with_context(|| format!("loading policy {}", args.policy))?;
         tracing::info!(policy = %policy.current().display_name(), digest = %policy.current().digest(), "policy loaded");
         let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
         let radius =
             RadiusClient::new(radius, RetryPolicy::default())?.with_metrics(metrics.clone());
-        let ctx = Arc::new(Context::new(client, radius, policy.clone(), metrics));
+        let policies = Arc::new(PolicyRegistry::new(policy.clone()));
+        let ctx = Arc::new(Context::new(client, radius, policies, metrics, records));
         Ok(Self {
             policy,
+            engine,
+            insecure_registries: args.policy_insecure_registry.clone(),
             ctx,
             options: Options {
                 namespace: args.namespace.clone(),
@@ -202,7 +226,60 @@ impl ControllerHost {
                 .clone()
                 .watch(self.reload_interval, shutdown.clone()),
         );
+        self.start_reconcile_policies(&shutdown).await;
+        let records = self.ctx.decision_records.clone();
         controller::run(self.ctx, self.options, shutdown, readiness).await;
+        // What was recorded before the stop reaches its files.
+        records.flush(Duration::from_secs(5));
+    }
+
+    /// Watch `ReconcilePolicy` objects and namespaces' labels, if the CRD
+    /// is installed; without it every object is decided by `--policy`.
+    async fn start_reconcile_policies(&self, shutdown: &CancellationToken) {
+        let ctx = &self.ctx;
+        match loader::crd_installed(&ctx.client).await {
+            Ok(false) => {
+                tracing::warn!(
+                    "the ReconcilePolicy CRD (reconcilepolicies.radwasm.io) is not installed: every object is decided by --policy"
+                );
+                ctx.policies.set_listed();
+                return;
+            }
+            Ok(true) => {}
+            // Unreachable for now: the watches retry, and selection waits
+            // until the policies are listed.
+            Err(error) => {
+                tracing::info!(%error, "could not ask whether the ReconcilePolicy CRD is installed; watching it anyway")
+            }
+        }
+        let (namespaces, namespace_changes) = loader::namespaces(&ctx.client);
+        ctx.set_namespaces(namespaces);
+        let registry = ctx.policies.clone();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let mut changes = std::pin::pin!(namespace_changes);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    next = futures::StreamExt::next(&mut changes) => match next {
+                        Some(()) => registry.poke(),
+                        None => return,
+                    },
+                }
+            }
+        });
+        match Loader::new(
+            ctx.client.clone(),
+            ctx.policies.clone(),
+            self.engine.clone(),
+            ctx.recorder.clone(),
+            self.insecure_registries.clone(),
+        ) {
+            Ok(loader) => {
+                tokio::spawn(loader::run(Arc::new(loader), shutdown.clone()));
+            }
+            Err(error) => tracing::error!(%error, "the ReconcilePolicy controller could not start"),
+        }
     }
 }
 
@@ -237,8 +314,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             None => Endpoint::aggregated(&config)?,
         };
         tracing::info!(radius = %endpoint.base, cluster = %config.cluster_url, "starting");
-        let metrics = Arc::new(Metrics::default());
-        let host = ControllerHost::new(&args.controller, config, endpoint, metrics.clone())?;
+        let (metrics, records) = metrics_and_records(&args.controller)?;
+        let host =
+            ControllerHost::new(&args.controller, config, endpoint, metrics.clone(), records)?;
         host.check_label_selector().await?;
         let shutdown = CancellationToken::new();
         cancel_on_signals(shutdown.clone());

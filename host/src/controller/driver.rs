@@ -22,12 +22,28 @@ use tracing::Instrument;
 
 use super::guard::Violation;
 use super::status::{Current, StatusPatch};
-use super::{Context, Error, REJECTED_RETRY, RESYNC, execute};
+use super::{Caches, Context, Error, REJECTED_RETRY, RESYNC, execute};
+use crate::crd::{DeploymentTemplate, PolicyRef};
 use crate::metrics::DecisionLabels;
+use crate::policy::records::{DecisionRecord, RecordedObservation, Role};
 use crate::policy::{Decision, DecisionError, LoadedPolicy, LogLevel};
+use crate::reconcile_policy::{Chosen, Selection, Shadow, Subject};
 
 /// Look again this soon when the cache has not yet seen our own last write.
 pub const STALE_CACHE_RECHECK: Duration = Duration::from_millis(100);
+/// Look again this soon when the object's policy is loading its first version.
+pub const POLICY_LOADING_RECHECK: Duration = Duration::from_secs(1);
+
+/// Whose labels and annotations choose an object's policy
+/// (`reconcile_policy::registry`).
+pub enum PolicySubject<'a> {
+    /// The object's own (a template's).
+    Meta(&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta),
+    /// Its owner template's (a resource's).
+    Owner(Arc<DeploymentTemplate>),
+    /// A resource whose owner template is gone: the controller's `--policy`.
+    Orphan,
+}
 
 /// What one object kind brings to the shared reconcile path.
 pub trait Reconciled:
@@ -42,8 +58,8 @@ pub trait Reconciled:
 {
     /// The kind as Kubernetes names it; also the `kind` label of metrics.
     const KIND: &'static str;
-    type Observation: Send + Sync + 'static;
-    type Action: Send + Sync + 'static;
+    type Observation: RecordedObservation + Send + Sync + 'static;
+    type Action: PartialEq + Serialize + Send + Sync + 'static;
 
     /// Everything the policy decides on (only reads happen here).
     fn observe(
@@ -66,6 +82,12 @@ pub trait Reconciled:
     /// True if carrying out this action changes something in Radius.
     fn mutates_radius(action: &Self::Action) -> bool;
 
+    /// Whose labels and annotations choose the policy.
+    fn policy_subject(&self, caches: &Caches) -> PolicySubject<'_>;
+
+    /// The policy its status says decided last.
+    fn status_policy(&self) -> Option<&PolicyRef>;
+
     /// The object's current conditions (to merge a failure into) and
     /// status message.
     fn status_parts(&self) -> (&[Condition], Option<&str>);
@@ -74,7 +96,7 @@ pub trait Reconciled:
     fn execute(
         &self,
         ctx: &Context,
-        policy: &LoadedPolicy,
+        policy: &PolicyRef,
         observation: &Self::Observation,
         actions: &[Self::Action],
     ) -> impl Future<Output = Result<Executed, Error>> + Send;
@@ -175,8 +197,19 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
     if ctx.memory.awaits_created(key, in_cache) {
         return Ok(Action::requeue(STALE_CACHE_RECHECK));
     }
+    let chosen = match select(object, ctx, caches) {
+        Selection::Decide(chosen) => chosen,
+        Selection::Wait(why) => {
+            tracing::debug!("{why}");
+            return Ok(Action::requeue(POLICY_LOADING_RECHECK));
+        }
+        Selection::Refuse(message) => {
+            return fail(ctx, object, key, None, Failure::NoPolicy(message)).await;
+        }
+    };
+    let policy = chosen.policy.clone();
+    let policy_ref = execute::policy_ref(&policy, chosen.reconcile_policy.clone());
     let observation = object.observe(ctx).await?;
-    let policy = ctx.policy.current();
     tracing::Span::current().record("policy", policy.display_name());
     // An operation that failed or was canceled, or a refused request.
     let saw_failure = K::operation(&observation).is_some_and(|op| {
@@ -188,6 +221,15 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
 
     let (decision, observation) = match decide(&policy, observation, K::ask).await {
         Ok((decision, observation, took)) => {
+            if ctx.decision_records.is_enabled() {
+                ctx.decision_records.record(DecisionRecord::new(
+                    &policy,
+                    Role::Enforce,
+                    &observation,
+                    &decision,
+                    took,
+                ));
+            }
             let outcome = if decision.is_ok() { "ok" } else { "error" };
             ctx.metrics.observe_decision(
                 DecisionLabels::new(K::KIND, &policy, outcome),
@@ -201,16 +243,44 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
                 policy: policy.display_name(),
                 detail: format!("the decision task failed: {panicked}"),
             };
-            return fail(ctx, object, key, &policy, Failure::Decision(error)).await;
+            return fail(
+                ctx,
+                object,
+                key,
+                Some(&policy_ref),
+                Failure::Decision(error),
+            )
+            .await;
         }
     };
+    if let Some(counters) = &chosen.counters {
+        counters
+            .decisions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     let decision = match decision {
         Ok(decision) => decision,
-        Err(error) => return fail(ctx, object, key, &policy, Failure::Decision(error)).await,
+        Err(error) => {
+            return fail(
+                ctx,
+                object,
+                key,
+                Some(&policy_ref),
+                Failure::Decision(error),
+            )
+            .await;
+        }
     };
     log_guest(&decision);
     if let Err(violation) = K::guard(&observation, &decision.plan) {
-        return fail(ctx, object, key, &policy, Failure::Plan(violation)).await;
+        return fail(
+            ctx,
+            object,
+            key,
+            Some(&policy_ref),
+            Failure::Plan(violation),
+        )
+        .await;
     }
 
     let fingerprint = fingerprint(object);
@@ -225,8 +295,14 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
     }
 
     let executed = object
-        .execute(ctx, &policy, &observation, &decision.plan)
-        .await?;
+        .execute(ctx, &policy_ref, &observation, &decision.plan)
+        .await;
+    // Shadows see the observation the enforcing policy saw, after the
+    // enforcing plan was carried out, off the reconcile's own path.
+    if !chosen.shadows.is_empty() {
+        shadow::<K>(ctx, key, &chosen, observation, decision.plan);
+    }
+    let executed = executed?;
     let requeue = executed
         .requeue_ms
         .map_or(RESYNC, |ms| Duration::from_millis(u64::from(ms)));
@@ -234,6 +310,98 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
         ctx.memory.pace(key, requeue, fingerprint);
     }
     Ok(Action::requeue(requeue))
+}
+
+/// True if the policy that would decide for the object now is not the one
+/// its status names (by `ReconcilePolicy` and digest): a swap, a new or
+/// deleted policy, or changed selectors moved it.
+pub fn policy_moved<K: Reconciled>(object: &K, ctx: &Context, caches: &Caches) -> bool {
+    let selected = match select(object, ctx, caches) {
+        Selection::Decide(chosen) => {
+            Some((chosen.reconcile_policy, chosen.policy.digest().to_string()))
+        }
+        Selection::Wait(_) | Selection::Refuse(_) => None,
+    };
+    let recorded = object
+        .status_policy()
+        .map(|p| (p.reconcile_policy.clone(), p.digest.clone()));
+    selected != recorded
+}
+
+/// Choose the policy for an object (`reconcile_policy::registry`).
+fn select<K: Reconciled>(object: &K, ctx: &Context, caches: &Caches) -> Selection {
+    let subject = object.policy_subject(caches);
+    let meta = match &subject {
+        PolicySubject::Meta(meta) => *meta,
+        PolicySubject::Owner(template) => &template.metadata,
+        PolicySubject::Orphan => return ctx.policies.fallback_selection(),
+    };
+    let empty = std::collections::BTreeMap::new();
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    let Some(namespace_labels) = ctx.namespace_labels(namespace) else {
+        return Selection::Wait("the namespaces are not listed yet".into());
+    };
+    ctx.policies.select(&Subject {
+        labels: meta.labels.as_ref().unwrap_or(&empty),
+        annotations: meta.annotations.as_ref().unwrap_or(&empty),
+        namespace_labels: namespace_labels.as_ref(),
+    })
+}
+
+/// Run each shadow policy on the observation the enforcing policy decided
+/// on, on the blocking pool and detached from the reconcile: compare plans,
+/// count disagreements. A shadow that fails to decide is counted as a
+/// failed shadow decision and never touches the object.
+fn shadow<K: Reconciled>(
+    ctx: &Context,
+    key: &str,
+    chosen: &Chosen,
+    observation: K::Observation,
+    enforced: Vec<K::Action>,
+) {
+    let shadows: Vec<Shadow> = chosen.shadows.clone();
+    let enforcing = chosen
+        .reconcile_policy
+        .clone()
+        .unwrap_or_else(|| "--policy".to_string());
+    let metrics = ctx.metrics.clone();
+    let records = ctx.decision_records.clone();
+    let key = key.to_string();
+    tokio::task::spawn_blocking(move || {
+        for shadow in shadows {
+            let started = Instant::now();
+            let decision = K::ask(&shadow.policy, &observation);
+            if records.is_enabled() {
+                records.record(DecisionRecord::new(
+                    &shadow.policy,
+                    Role::Shadow,
+                    &observation,
+                    &decision,
+                    started.elapsed(),
+                ));
+            }
+            let outcome = match decision {
+                Ok(decision) if decision.plan == enforced => "agreed",
+                Ok(_) => {
+                    shadow
+                        .counters
+                        .shadow_disagreements
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::info!(object = %key, shadow = %shadow.name, enforcing = %enforcing, "shadow policy disagrees with the enforcing plan");
+                    "disagreed"
+                }
+                Err(error) => {
+                    tracing::debug!(object = %key, shadow = %shadow.name, %error, "shadow policy could not decide");
+                    "failed"
+                }
+            };
+            shadow
+                .counters
+                .decisions
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            metrics.count_shadow(K::KIND, &enforcing, &shadow.name, outcome);
+        }
+    });
 }
 
 fn log_guest<P>(decision: &Decision<P>) {
@@ -285,6 +453,9 @@ enum Failure {
     Decision(DecisionError),
     /// The guard rails refused the plan.
     Plan(Violation),
+    /// No policy may decide: the one the object names (or its selectors
+    /// choose) does not exist or is not Ready.
+    NoPolicy(String),
 }
 
 /// The decision failed or its plan was refused: the object goes `Failed`
@@ -294,23 +465,22 @@ async fn fail<K: Reconciled>(
     ctx: &Context,
     object: &K,
     key: &str,
-    policy: &LoadedPolicy,
+    policy: Option<&PolicyRef>,
     failure: Failure,
 ) -> Result<Action, Error> {
+    let name = policy.map(display_name).unwrap_or_default();
     let (reason, label, message) = match failure {
         Failure::Decision(error) => (
             "PolicyFailed",
             error.reason(),
-            format!("policy {} could not decide: {error}", policy.display_name()),
+            format!("policy {name} could not decide: {error}"),
         ),
         Failure::Plan(violation) => (
             "PlanRejected",
             "PlanRejected",
-            format!(
-                "policy {} returned a rejected plan: {violation}",
-                policy.display_name()
-            ),
+            format!("policy {name} returned a rejected plan: {violation}"),
         ),
+        Failure::NoPolicy(message) => ("PolicyNotReady", "PolicyNotReady", message),
     };
     tracing::warn!(reason = label, "{message}");
     ctx.metrics.count_decision_failure(K::KIND, label);
@@ -324,7 +494,8 @@ async fn fail<K: Reconciled>(
         reason,
         &message,
     );
-    patch.policy = Some(execute::policy_ref(policy));
+    // Cleared when no policy decided (the object names none that is Ready).
+    patch.policy = Some(policy.cloned());
     execute::write_status(ctx, object, key, &patch).await?;
     if news {
         let event = model::Event {
@@ -335,4 +506,13 @@ async fn fail<K: Reconciled>(
         execute::emit(ctx, object, &event).await;
     }
     Ok(Action::requeue(REJECTED_RETRY))
+}
+
+/// `name@version` of a policy reference, as logs and messages show it.
+fn display_name(policy: &PolicyRef) -> String {
+    if policy.version.is_empty() {
+        policy.name.clone()
+    } else {
+        format!("{}@{}", policy.name, policy.version)
+    }
 }

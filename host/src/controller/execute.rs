@@ -34,7 +34,7 @@ const DEPLOYMENT_ACTIVE: &str = "DeploymentActive";
 pub async fn template_plan(
     ctx: &Context,
     object: &DeploymentTemplate,
-    policy: &LoadedPolicy,
+    policy: &PolicyRef,
     observation: &TemplateObservation,
     actions: &[TemplateAction],
 ) -> Result<Executed, Error> {
@@ -103,18 +103,36 @@ pub async fn template_plan(
             TemplateAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
         }
     }
-    if !patch.is_empty() && !finalizer_removed {
-        patch.policy = Some(policy_ref(policy));
-        write_status(ctx, object, &key(object), &patch).await?;
-    }
+    finish_status(ctx, object, policy, patch, finalizer_removed).await?;
     Ok(executed)
+}
+
+/// Write what the plan set in status, naming the policy that decided; also
+/// when only that policy changed (a swap, or another policy selected), so
+/// status always names the one that decided last.
+async fn finish_status<K: Reconciled>(
+    ctx: &Context,
+    object: &K,
+    policy: &PolicyRef,
+    mut patch: StatusPatch,
+    finalizer_removed: bool,
+) -> Result<(), Error> {
+    if finalizer_removed {
+        return Ok(());
+    }
+    let named = K::status_policy(object) == Some(policy);
+    if patch.is_empty() && named {
+        return Ok(());
+    }
+    patch.policy = Some(Some(policy.clone()));
+    write_status(ctx, object, &key(object), &patch).await
 }
 
 /// Carry out a resource plan.
 pub async fn resource_plan(
     ctx: &Context,
     object: &DeploymentResource,
-    policy: &LoadedPolicy,
+    policy: &PolicyRef,
     observation: &ResourceObservation,
     actions: &[ResourceAction],
 ) -> Result<Executed, Error> {
@@ -152,10 +170,7 @@ pub async fn resource_plan(
             ResourceAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
         }
     }
-    if !patch.is_empty() && !finalizer_removed {
-        patch.policy = Some(policy_ref(policy));
-        write_status(ctx, object, &key(object), &patch).await?;
-    }
+    finish_status(ctx, object, policy, patch, finalizer_removed).await?;
     Ok(executed)
 }
 
@@ -227,11 +242,12 @@ pub async fn write_status<K: Reconciled>(
 }
 
 /// Which policy took the decision, for `status.policy`.
-pub fn policy_ref(policy: &LoadedPolicy) -> PolicyRef {
+pub fn policy_ref(policy: &LoadedPolicy, reconcile_policy: Option<String>) -> PolicyRef {
     PolicyRef {
         name: policy.description().name.clone(),
         version: policy.description().version.clone(),
         digest: policy.digest().to_string(),
+        reconcile_policy,
     }
 }
 

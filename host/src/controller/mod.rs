@@ -30,10 +30,14 @@ use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use k8s_openapi::api::core::v1::Namespace;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::ObjectRef;
+
 use crate::crd::{DeploymentResource, DeploymentTemplate};
 use crate::metrics::{Metrics, Readiness};
-use crate::policy::PolicySlot;
 use crate::radius::RadiusClient;
+use crate::reconcile_policy::PolicyRegistry;
 use memory::ObjectMemory;
 
 /// Label on every `DeploymentResource`: the uid of its owner template, so a
@@ -51,9 +55,15 @@ pub const REJECTED_RETRY: Duration = Duration::from_secs(60);
 pub struct Context {
     pub client: Client,
     pub radius: RadiusClient,
-    pub policy: PolicySlot,
+    /// The policy for each object: `ReconcilePolicy` objects and `--policy`.
+    pub policies: Arc<PolicyRegistry>,
+    /// Every namespace's labels (for `namespaceSelector`), once watched.
+    namespaces: std::sync::OnceLock<reflector::Store<PartialObjectMeta<Namespace>>>,
     pub metrics: Arc<Metrics>,
+    /// Events.
     pub recorder: Recorder,
+    /// Decision records (`docs/decision-records.md`); off unless asked for.
+    pub decision_records: crate::policy::records::Recorder,
     /// Bounded per-object memory: error backoff, pacing, our last writes.
     pub memory: ObjectMemory,
     /// The watch caches of both kinds, set when the controllers start.
@@ -76,8 +86,9 @@ impl Context {
     pub fn new(
         client: Client,
         radius: RadiusClient,
-        policy: PolicySlot,
+        policies: Arc<PolicyRegistry>,
         metrics: Arc<Metrics>,
+        decision_records: crate::policy::records::Recorder,
     ) -> Self {
         let reporter = Reporter {
             controller: "radwasm".to_string(),
@@ -87,13 +98,41 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             radius,
-            policy,
+            policies,
+            namespaces: std::sync::OnceLock::new(),
             metrics,
+            decision_records,
             memory: ObjectMemory::default(),
             caches: std::sync::OnceLock::new(),
             owners: index::owners(),
             dependents: index::dependents(),
         }
+    }
+
+    /// Use this store of namespaces for `namespaceSelector`s.
+    pub fn set_namespaces(&self, store: reflector::Store<PartialObjectMeta<Namespace>>) {
+        let _ = self.namespaces.set(store);
+    }
+
+    /// The labels of a namespace: `None` while the namespaces are not
+    /// listed yet (selection waits), `Some(None)` when they are not watched
+    /// or the namespace is unknown.
+    pub fn namespace_labels(
+        &self,
+        namespace: &str,
+    ) -> Option<Option<std::collections::BTreeMap<String, String>>> {
+        use futures::FutureExt;
+        let Some(store) = self.namespaces.get() else {
+            return Some(None);
+        };
+        if !matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))) {
+            return None;
+        }
+        Some(
+            store
+                .get(&ObjectRef::new(namespace))
+                .map(|ns| ns.metadata.labels.clone().unwrap_or_default()),
+        )
     }
 
     /// The watch caches; an error (retried) before the controllers run.
@@ -349,6 +388,11 @@ pub async fn run(
         });
     }
 
+    // A policy swapped in, added, removed or re-selected: the objects whose
+    // deciding policy moved are reconciled again.
+    let templates_moved = policy_moves(ctx.clone(), template_store.clone());
+    let resources_moved = policy_moves(ctx.clone(), resource_store.clone());
+
     // A template that others depend on wakes them when it changes (its
     // status included: that is what they wait for).
     let dependents = ctx.clone();
@@ -363,6 +407,7 @@ pub async fn run(
             );
             dependents.dependents.get(&key)
         })
+        .reconcile_on(templates_moved)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
             driver::reconcile::<DeploymentTemplate>,
@@ -377,6 +422,7 @@ pub async fn run(
 
     let resource_controller = Controller::for_stream(resource_trigger, resource_store)
         .with_config(config)
+        .reconcile_on(resources_moved)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
             driver::reconcile::<DeploymentResource>,
@@ -390,4 +436,36 @@ pub async fn run(
         });
 
     tokio::join!(template_controller, resource_controller);
+}
+
+/// Each time selection may answer differently (`PolicyRegistry::subscribe`),
+/// the objects of one kind whose deciding policy moved.
+fn policy_moves<K: driver::Reconciled>(
+    ctx: Arc<Context>,
+    store: reflector::Store<K>,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    let changes = ctx.policies.subscribe();
+    futures::stream::unfold(changes, |mut changes| async move {
+        changes.changed().await.ok()?;
+        Some(((), changes))
+    })
+    .flat_map(move |()| {
+        let moved: Vec<ObjectRef<K>> = match ctx.synced_caches() {
+            Ok(Some(caches)) => store
+                .state()
+                .iter()
+                .filter(|object| driver::policy_moved(&***object, &ctx, caches))
+                .map(|object| ObjectRef::from_obj(&**object))
+                .collect(),
+            _ => Vec::new(),
+        };
+        if !moved.is_empty() {
+            tracing::info!(
+                kind = K::KIND,
+                objects = moved.len(),
+                "policy selection changed; reconciling again"
+            );
+        }
+        futures::stream::iter(moved)
+    })
 }

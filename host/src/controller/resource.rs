@@ -5,9 +5,12 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use radwasm_policy_model::{OperationObservation, ResourceAction, ResourceObservation};
 
-use super::driver::{Executed, Reconciled};
-use super::{Context, Error, execute, guard, observe};
-use crate::crd::DeploymentResource;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+
+use super::driver::{Executed, PolicySubject, Reconciled};
+use super::{Caches, Context, Error, execute, guard, observe};
+use crate::crd::{DeploymentResource, DeploymentTemplate, PolicyRef};
 use crate::policy::{Decision, DecisionError, LoadedPolicy};
 
 impl Reconciled for DeploymentResource {
@@ -43,6 +46,26 @@ impl Reconciled for DeploymentResource {
         matches!(action, ResourceAction::StartRadiusDelete)
     }
 
+    /// The policy that decides for its owner template decides for it.
+    fn policy_subject(&self, caches: &Caches) -> PolicySubject<'_> {
+        let namespace = self.namespace().unwrap_or_default();
+        self.owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true) && o.kind == DeploymentTemplate::kind(&()))
+            .and_then(|owner| {
+                let template = caches
+                    .templates
+                    .get(&ObjectRef::new(&owner.name).within(&namespace))?;
+                (template.metadata.uid.as_deref() == Some(owner.uid.as_str()))
+                    .then_some(PolicySubject::Owner(template))
+            })
+            .unwrap_or(PolicySubject::Orphan)
+    }
+
+    fn status_policy(&self) -> Option<&PolicyRef> {
+        self.status.as_ref()?.policy.as_ref()
+    }
+
     fn status_parts(&self) -> (&[Condition], Option<&str>) {
         match &self.status {
             Some(status) => (&status.conditions, status.message.as_deref()),
@@ -53,7 +76,7 @@ impl Reconciled for DeploymentResource {
     async fn execute(
         &self,
         ctx: &Context,
-        policy: &LoadedPolicy,
+        policy: &PolicyRef,
         observation: &ResourceObservation,
         actions: &[ResourceAction],
     ) -> Result<Executed, Error> {

@@ -44,8 +44,9 @@ pub struct StatusPatch {
     pub last_failure: Option<Option<LastFailure>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deployments: Option<Vec<String>>,
+    /// `Some(None)` clears it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub policy: Option<PolicyRef>,
+    pub policy: Option<Option<PolicyRef>>,
 }
 
 /// What a template's status holds before the patch, as far as merging needs.

@@ -4,9 +4,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use radwasm_policy_model::{OperationObservation, TemplateAction, TemplateObservation};
 
-use super::driver::{Executed, Reconciled};
-use super::{Context, Error, execute, guard, observe};
-use crate::crd::DeploymentTemplate;
+use super::driver::{Executed, PolicySubject, Reconciled};
+use super::{Caches, Context, Error, execute, guard, observe};
+use crate::crd::{DeploymentTemplate, PolicyRef};
 use crate::policy::{Decision, DecisionError, LoadedPolicy};
 
 impl Reconciled for DeploymentTemplate {
@@ -45,6 +45,14 @@ impl Reconciled for DeploymentTemplate {
         )
     }
 
+    fn policy_subject(&self, _caches: &Caches) -> PolicySubject<'_> {
+        PolicySubject::Meta(&self.metadata)
+    }
+
+    fn status_policy(&self) -> Option<&PolicyRef> {
+        self.status.as_ref()?.policy.as_ref()
+    }
+
     fn status_parts(&self) -> (&[Condition], Option<&str>) {
         match &self.status {
             Some(status) => (&status.conditions, status.message.as_deref()),
@@ -55,7 +63,7 @@ impl Reconciled for DeploymentTemplate {
     async fn execute(
         &self,
         ctx: &Context,
-        policy: &LoadedPolicy,
+        policy: &PolicyRef,
         observation: &TemplateObservation,
         actions: &[TemplateAction],
     ) -> Result<Executed, Error> {

@@ -225,6 +225,10 @@ impl PolicyEngine {
         let exports = Exports::new(&instance_pre, worlds).map_err(incompatible)?;
 
         let mut policy = LoadedPolicy {
+            limits: DecisionLimits {
+                fuel: self.inner.limits.fuel,
+                memory_bytes: self.inner.limits.memory_bytes,
+            },
             inner: Arc::new(LoadedInner {
                 engine: self.clone(),
                 source_name: source_name.to_string(),
@@ -278,13 +282,10 @@ impl PolicyEngine {
         self.inner.compiled.lock().ok()?.get(digest).cloned()
     }
 
-    fn new_store(&self) -> Result<Store<SandboxState>, wasmtime::Error> {
-        let mut store = Store::new(
-            &self.inner.engine,
-            SandboxState::new(self.inner.limits.memory_bytes),
-        );
+    fn new_store(&self, limits: &DecisionLimits) -> Result<Store<SandboxState>, wasmtime::Error> {
+        let mut store = Store::new(&self.inner.engine, SandboxState::new(limits.memory_bytes));
         store.limiter(|state| state);
-        store.set_fuel(self.inner.limits.fuel)?;
+        store.set_fuel(limits.fuel)?;
         Ok(store)
     }
 }
@@ -293,6 +294,16 @@ impl PolicyEngine {
 #[derive(Clone)]
 pub struct LoadedPolicy {
     inner: Arc<LoadedInner>,
+    limits: DecisionLimits,
+}
+
+/// The fuel and memory one decision of a policy may use: the engine's
+/// [`Limits`] unless the policy was given lower ones
+/// ([`LoadedPolicy::with_limits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecisionLimits {
+    pub fuel: u64,
+    pub memory_bytes: usize,
 }
 
 struct LoadedInner {
@@ -381,6 +392,24 @@ impl LoadedPolicy {
     /// Which worlds of the contract the guest implements.
     pub fn worlds(&self) -> Worlds {
         self.inner.worlds
+    }
+
+    /// The fuel and memory each of its decisions may use.
+    pub fn limits(&self) -> DecisionLimits {
+        self.limits
+    }
+
+    /// The same policy with its own limits for each decision, each at most
+    /// the engine's (which are caps: a larger value is lowered to the cap).
+    pub fn with_limits(&self, fuel: Option<u64>, memory_bytes: Option<usize>) -> LoadedPolicy {
+        let caps = self.inner.engine.limits();
+        LoadedPolicy {
+            inner: self.inner.clone(),
+            limits: DecisionLimits {
+                fuel: fuel.map_or(caps.fuel, |f| f.min(caps.fuel)),
+                memory_bytes: memory_bytes.map_or(caps.memory_bytes, |m| m.min(caps.memory_bytes)),
+            },
+        }
     }
 
     /// `name@version`, as shown in status and logs.
@@ -501,12 +530,13 @@ impl LoadedPolicy {
         ) -> wasmtime::Result<R>,
     ) -> Result<(R, FinishedStore), DecisionError> {
         let engine = &self.inner.engine;
-        let mut store = engine
-            .new_store()
-            .map_err(|error| DecisionError::Instantiate {
-                policy: self.display_name(),
-                detail: format!("{error:#}"),
-            })?;
+        let mut store =
+            engine
+                .new_store(&self.limits)
+                .map_err(|error| DecisionError::Instantiate {
+                    policy: self.display_name(),
+                    detail: format!("{error:#}"),
+                })?;
         let instance = match self.inner.instance_pre.instantiate(&mut store) {
             Ok(instance) => instance,
             Err(error) => return Err(self.classify(&store, error, true)),
@@ -518,7 +548,7 @@ impl LoadedPolicy {
                 Ok((
                     result,
                     FinishedStore {
-                        fuel_used: engine.limits().fuel.saturating_sub(fuel_left),
+                        fuel_used: self.limits.fuel.saturating_sub(fuel_left),
                         logs: state.logs,
                         dropped_logs: state.dropped_logs,
                     },
@@ -538,13 +568,13 @@ impl LoadedPolicy {
         if store.data().memory_limit_hit {
             return DecisionError::MemoryLimit {
                 policy,
-                limit_bytes: self.inner.engine.limits().memory_bytes,
+                limit_bytes: self.limits.memory_bytes,
             };
         }
         if let Some(Trap::OutOfFuel) = error.downcast_ref::<Trap>() {
             return DecisionError::OutOfFuel {
                 policy,
-                fuel: self.inner.engine.limits().fuel,
+                fuel: self.limits.fuel,
             };
         }
         let detail = format!("{error:#}");

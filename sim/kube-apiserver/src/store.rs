@@ -98,6 +98,26 @@ pub(crate) fn lock(store: &Mutex<Store>) -> MutexGuard<'_, Store> {
 const FOREGROUND: &str = "foregroundDeletion";
 const ORPHAN: &str = "orphan";
 
+/// Every namespace carries the label `kubernetes.io/metadata.name` with its
+/// name, set by the server on every write (as the real one does), so that a
+/// label selector can pick namespaces by name.
+fn name_label(kind: &Kind, object: &mut Value) {
+    if kind.kind != "Namespace" || !kind.group.is_empty() {
+        return;
+    }
+    let name = object
+        .pointer("/metadata/name")
+        .cloned()
+        .unwrap_or_default();
+    if !object["metadata"]
+        .get("labels")
+        .is_some_and(Value::is_object)
+    {
+        object["metadata"]["labels"] = json!({});
+    }
+    object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+}
+
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
@@ -387,6 +407,7 @@ impl Store {
         if kind.kind == "CustomResourceDefinition" {
             self.register_crd(&mut object)?;
         }
+        name_label(kind, &mut object);
         Ok(self.commit(key, ChangeType::Added, object, None))
     }
 
@@ -495,6 +516,7 @@ impl Store {
         if kind.custom {
             Self::check_schema(kind, &mut next)?;
         }
+        name_label(kind, &mut next);
         next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
         if next == *current {
             return Ok(current); // a no-op write changes nothing, not even the rv

@@ -1,0 +1,821 @@
+//! The `ReconcilePolicy` controller: for each policy object, fetch its
+//! module, check its digest, compile it, check its world and contract,
+//! run its fixture cases, and only then swap it in ([`PolicyRegistry::activate`]).
+//! A candidate that fails any step is refused: the version loaded before
+//! stays in charge, and the policy's status and an Event say why.
+//!
+//! What wakes a policy: a change of its spec (generation), or a change of a
+//! ConfigMap it reads (its module or its cases; ConfigMaps are watched by
+//! their metadata only). A fetch that failed (registry or URL unreachable)
+//! is retried with backoff.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::{Client, Resource, ResourceExt};
+use radwasm_policy_model::cases;
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use super::crd::{BuiltinModule, PolicyModule, ReconcilePolicy, ReconcilePolicySpec};
+use super::registry::{Active, PolicyRegistry, Problem};
+use crate::policy::{self, LoadError, LoadedPolicy, PolicyEngine, embedded};
+
+/// Largest component fetched from a URL or a registry.
+pub const MAX_COMPONENT_BYTES: usize = 32 << 20;
+/// How often decision counts are written to the policies' status.
+const STATUS_FLUSH: Duration = Duration::from_secs(10);
+/// First retry after a fetch failed; doubles to [`FETCH_RETRY_MAX`].
+const FETCH_RETRY_MIN: Duration = Duration::from_secs(5);
+const FETCH_RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// What the policy controller needs.
+pub struct Loader {
+    pub client: Client,
+    pub registry: Arc<PolicyRegistry>,
+    pub engine: PolicyEngine,
+    pub recorder: Recorder,
+    pub http: reqwest::Client,
+    /// Registries reached over plain HTTP (`host:port`), for loopback tests.
+    pub insecure_registries: Vec<String>,
+    failures: std::sync::Mutex<BTreeMap<String, u32>>,
+}
+
+impl Loader {
+    pub fn new(
+        client: Client,
+        registry: Arc<PolicyRegistry>,
+        engine: PolicyEngine,
+        recorder: Recorder,
+        insecure_registries: Vec<String>,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            client,
+            registry,
+            engine,
+            recorder,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()?,
+            insecure_registries,
+            failures: Default::default(),
+        })
+    }
+}
+
+/// Whether the `ReconcilePolicy` CRD is served. Without it, every object is
+/// decided by `--policy` (said once in the log).
+pub async fn crd_installed(client: &Client) -> Result<bool, kube::Error> {
+    let api: Api<ReconcilePolicy> = Api::all(client.clone());
+    match api.list(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// Run the policy controller until `shutdown`.
+pub async fn run(loader: Arc<Loader>, shutdown: CancellationToken) {
+    let policies: Api<ReconcilePolicy> = Api::all(loader.client.clone());
+    let (store, writer) = reflector::store();
+    let registry = loader.registry.clone();
+    let trigger = watcher(policies, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .inspect_ok(move |event| match event {
+            watcher::Event::Apply(policy) | watcher::Event::InitApply(policy) => {
+                registry.upsert(policy)
+            }
+            watcher::Event::Delete(policy) => registry.remove(&policy.name_any()),
+            watcher::Event::InitDone => registry.set_listed(),
+            watcher::Event::Init => {}
+        })
+        .applied_objects()
+        // The policy's own status writes do not wake it.
+        .predicate_filter(predicates::generation, Default::default());
+    // Which policies read a ConfigMap, from the policies' cache.
+    let readers = store.clone();
+    let config_maps = watcher(
+        Api::<PartialObjectMeta<ConfigMap>>::all(loader.client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(predicates::resource_version, Default::default());
+    let flush = tokio::spawn(flush_counts(loader.clone(), shutdown.clone()));
+    Controller::for_stream(trigger, store)
+        .watches_stream(config_maps, move |config_map| {
+            let namespace = config_map.namespace().unwrap_or_default();
+            let name = config_map.name_any();
+            readers
+                .state()
+                .into_iter()
+                .filter(|policy| reads_config_map(&policy.spec, &namespace, &name))
+                .map(|policy| ObjectRef::from_obj(&*policy))
+                .collect::<Vec<_>>()
+        })
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, loader)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "policy controller");
+            }
+        })
+        .await;
+    flush.abort();
+}
+
+fn reads_config_map(spec: &ReconcilePolicySpec, namespace: &str, name: &str) -> bool {
+    let module = spec
+        .module
+        .config_map
+        .as_ref()
+        .is_some_and(|c| c.namespace == namespace && c.name == name);
+    let cases = spec
+        .cases
+        .as_ref()
+        .is_some_and(|c| c.config_map.namespace == namespace && c.config_map.name == name);
+    module || cases
+}
+
+/// Why a reconcile of a policy could not finish (retried with backoff).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct LoaderError(String);
+
+async fn reconcile(
+    policy: Arc<ReconcilePolicy>,
+    loader: Arc<Loader>,
+) -> Result<Action, LoaderError> {
+    let name = policy.name_any();
+    let outcome = candidate(&policy, &loader).await;
+    let entry = loader.registry.get(&name);
+    let retry = match outcome {
+        Ok(Candidate::Unchanged) => None,
+        Ok(Candidate::Loaded(active)) => {
+            let loaded = active.policy.display_name();
+            let digest = active.policy.digest().to_string();
+            loader.registry.activate(&name, active);
+            tracing::info!(reconcile_policy = %name, policy = %loaded, %digest, "policy version activated");
+            event(
+                &loader,
+                &policy,
+                EventType::Normal,
+                "Activated",
+                format!("{loaded} (sha256:{digest}) decides from now on"),
+            )
+            .await;
+            None
+        }
+        Err(problem) => {
+            let keeps = entry
+                .as_ref()
+                .and_then(|e| e.active.as_ref())
+                .map(|a| a.policy.display_name());
+            let message = match &keeps {
+                Some(current) => format!("{}; {current} stays in charge", problem.message),
+                None => problem.message.clone(),
+            };
+            tracing::warn!(reconcile_policy = %name, reason = problem.reason, "policy candidate refused: {message}");
+            let news = entry.as_ref().and_then(|e| e.problem.as_ref()) != Some(&problem);
+            if news {
+                event(
+                    &loader,
+                    &policy,
+                    EventType::Warning,
+                    problem.reason,
+                    message,
+                )
+                .await;
+            }
+            let retry = (problem.reason == "FetchFailed").then(|| fetch_backoff(&loader, &name));
+            loader.registry.refuse(&name, problem);
+            retry
+        }
+    };
+    if retry.is_none()
+        && let Ok(mut failures) = loader.failures.lock()
+    {
+        failures.remove(&name);
+    }
+    write_status(&loader, &policy).await?;
+    Ok(match retry {
+        Some(delay) => Action::requeue(delay),
+        None => Action::await_change(),
+    })
+}
+
+fn error_policy(
+    _policy: Arc<ReconcilePolicy>,
+    error: &LoaderError,
+    _loader: Arc<Loader>,
+) -> Action {
+    tracing::info!(%error, "policy status not written; retrying");
+    Action::requeue(FETCH_RETRY_MIN)
+}
+
+fn fetch_backoff(loader: &Loader, name: &str) -> Duration {
+    let Ok(mut failures) = loader.failures.lock() else {
+        return FETCH_RETRY_MAX;
+    };
+    let count = failures.entry(name.to_string()).or_default();
+    *count = count.saturating_add(1);
+    FETCH_RETRY_MIN
+        .saturating_mul(1 << (*count - 1).min(10))
+        .min(FETCH_RETRY_MAX)
+}
+
+enum Candidate {
+    /// The loaded version is exactly this candidate.
+    Unchanged,
+    Loaded(Active),
+}
+
+fn problem(reason: &'static str, message: impl Into<String>) -> Problem {
+    Problem {
+        reason,
+        message: message.into(),
+    }
+}
+
+/// Fetch, check, compile and test the policy's module as its spec says now.
+async fn candidate(policy: &ReconcilePolicy, loader: &Loader) -> Result<Candidate, Problem> {
+    let spec = &policy.spec;
+    let source = check_spec(spec).map_err(|m| problem("InvalidSpec", m))?;
+    let (source_name, bytes) = fetch(&source, spec, loader).await?;
+    let digest = policy::digest(&bytes);
+    if let Some(expected) = spec.module.sha256.as_deref() {
+        let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
+        if expected != digest {
+            return Err(problem(
+                "DigestMismatch",
+                format!(
+                    "{source_name}: the component's SHA-256 is {digest}, not the {expected} spec.module.sha256 requires; not loaded"
+                ),
+            ));
+        }
+    }
+    let cases = fetch_cases(spec, loader).await?;
+    let limits = spec.limits.unwrap_or_default();
+    let identity = format!(
+        "{digest} fuel={:?} memory={:?} cases={}",
+        limits.fuel,
+        limits.memory_bytes,
+        cases_fingerprint(&cases)
+    );
+    if let Some(entry) = loader.registry.get(&policy.name_any())
+        && entry
+            .active
+            .as_ref()
+            .is_some_and(|a| a.identity == identity)
+        && entry.problem.is_none()
+    {
+        return Ok(Candidate::Unchanged);
+    }
+    let engine = loader.engine.clone();
+    let loaded = tokio::task::spawn_blocking(move || -> Result<LoadedPolicy, Problem> {
+        let loaded = engine
+            .load_bytes(&source_name, &bytes)
+            .map_err(load_problem)?;
+        let loaded = loaded.with_limits(
+            limits.fuel,
+            limits
+                .memory_bytes
+                .map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
+        );
+        run_cases(&loaded, &cases)?;
+        Ok(loaded)
+    })
+    .await
+    .map_err(|e| problem("LoadFailed", format!("the load task failed: {e}")))??;
+    Ok(Candidate::Loaded(Active {
+        policy: loaded,
+        identity,
+    }))
+}
+
+/// Where the module comes from, once the spec is known to name exactly one.
+enum Source<'a> {
+    Builtin,
+    ConfigMap(&'a super::crd::ConfigMapKey),
+    Oci(String),
+    Url(&'a str),
+}
+
+fn check_spec(spec: &ReconcilePolicySpec) -> Result<Source<'_>, String> {
+    let module: &PolicyModule = &spec.module;
+    let named: Vec<&str> = [
+        module.builtin.is_some().then_some("builtin"),
+        module.config_map.is_some().then_some("configMap"),
+        module.oci.is_some().then_some("oci"),
+        module.url.is_some().then_some("url"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if named.len() != 1 {
+        return Err(format!(
+            "spec.module must name exactly one of builtin, configMap, oci and url; it names {}",
+            if named.is_empty() {
+                "none".to_string()
+            } else {
+                named.join(", ")
+            }
+        ));
+    }
+    for (field, selector) in [
+        ("namespaceSelector", &spec.namespace_selector),
+        ("objectSelector", &spec.object_selector),
+    ] {
+        if let Some(selector) = selector {
+            kube::core::Selector::try_from(selector.clone())
+                .map_err(|e| format!("spec.{field}: {e}"))?;
+        }
+    }
+    if let Some(sha) = &module.sha256 {
+        let hex = sha.trim_start_matches("sha256:");
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "spec.module.sha256 must be 64 hex digits (optionally after sha256:); got {sha:?}"
+            ));
+        }
+    }
+    if module.builtin.is_some() {
+        return Ok(Source::Builtin);
+    }
+    if let Some(config_map) = &module.config_map {
+        if config_map.namespace.is_empty()
+            || config_map.name.is_empty()
+            || config_map.key.is_empty()
+        {
+            return Err("spec.module.configMap needs namespace, name and key".to_string());
+        }
+        return Ok(Source::ConfigMap(config_map));
+    }
+    if let Some(url) = &module.url {
+        let parsed =
+            reqwest::Url::parse(url).map_err(|e| format!("spec.module.url {url:?}: {e}"))?;
+        let loopback = matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+        if parsed.scheme() != "https" && !(parsed.scheme() == "http" && loopback) {
+            return Err(format!(
+                "spec.module.url must be https (plain http only on loopback); got {url:?}"
+            ));
+        }
+        if module.sha256.is_none() {
+            return Err("spec.module.url needs spec.module.sha256: a component from a URL is loaded only by its digest".to_string());
+        }
+        return Ok(Source::Url(url));
+    }
+    let reference = module.oci.as_deref().unwrap_or_default();
+    let pinned = match (reference.rsplit_once('@'), &module.digest) {
+        (Some((_, digest)), None) => {
+            check_oci_digest(digest)?;
+            reference.to_string()
+        }
+        (None, Some(digest)) => {
+            check_oci_digest(digest)?;
+            format!("{reference}@{digest}")
+        }
+        (Some((_, inline)), Some(digest)) if inline == digest => reference.to_string(),
+        (Some((_, inline)), Some(digest)) => {
+            return Err(format!(
+                "spec.module.oci pins {inline} but spec.module.digest says {digest}"
+            ));
+        }
+        (None, None) => {
+            return Err(format!(
+                "spec.module.oci {reference:?} needs a digest: write it as repository@sha256:… or set spec.module.digest"
+            ));
+        }
+    };
+    Ok(Source::Oci(pinned))
+}
+
+fn check_oci_digest(digest: &str) -> Result<(), String> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "OCI digest {digest:?} is not sha256: followed by 64 hex digits"
+        ))
+    }
+}
+
+async fn fetch(
+    source: &Source<'_>,
+    spec: &ReconcilePolicySpec,
+    loader: &Loader,
+) -> Result<(String, Vec<u8>), Problem> {
+    match source {
+        Source::Builtin => match spec.module.builtin {
+            Some(BuiltinModule::Default) | None => Ok((
+                embedded::DEFAULT_POLICY_SOURCE.to_string(),
+                embedded::DEFAULT_POLICY.to_vec(),
+            )),
+        },
+        Source::ConfigMap(key) => {
+            let what = format!("ConfigMap {}/{} key {}", key.namespace, key.name, key.key);
+            let api: Api<ConfigMap> = Api::namespaced(loader.client.clone(), &key.namespace);
+            let config_map = api
+                .get_opt(&key.name)
+                .await
+                .map_err(|e| {
+                    problem(
+                        "FetchFailed",
+                        format!("{what}: {}", crate::controller::describe_kube_error(&e)),
+                    )
+                })?
+                .ok_or_else(|| {
+                    problem(
+                        "FetchFailed",
+                        format!("{what}: the ConfigMap does not exist"),
+                    )
+                })?;
+            if let Some(bytes) = config_map
+                .binary_data
+                .as_ref()
+                .and_then(|d| d.get(&key.key))
+            {
+                return Ok((what, bytes.0.clone()));
+            }
+            if config_map
+                .data
+                .as_ref()
+                .is_some_and(|d| d.contains_key(&key.key))
+            {
+                return Err(problem(
+                    "FetchFailed",
+                    format!(
+                        "{what}: the key is in data, not binaryData; a component is binary (kubectl create configmap --from-file puts it in binaryData)"
+                    ),
+                ));
+            }
+            Err(problem(
+                "FetchFailed",
+                format!("{what}: no such key in binaryData"),
+            ))
+        }
+        Source::Url(url) => {
+            let response = loader
+                .http
+                .get(*url)
+                .send()
+                .await
+                .map_err(|e| problem("FetchFailed", format!("GET {url}: {e}")))?;
+            if !response.status().is_success() {
+                return Err(problem(
+                    "FetchFailed",
+                    format!("GET {url}: HTTP {}", response.status()),
+                ));
+            }
+            if response
+                .content_length()
+                .is_some_and(|n| n > MAX_COMPONENT_BYTES as u64)
+            {
+                return Err(problem(
+                    "FetchFailed",
+                    format!("GET {url}: larger than {MAX_COMPONENT_BYTES} bytes"),
+                ));
+            }
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(|e| problem("FetchFailed", format!("GET {url}: {e}")))?;
+            if bytes.len() > MAX_COMPONENT_BYTES {
+                return Err(problem(
+                    "FetchFailed",
+                    format!("GET {url}: larger than {MAX_COMPONENT_BYTES} bytes"),
+                ));
+            }
+            Ok((url.to_string(), bytes.to_vec()))
+        }
+        Source::Oci(reference) => fetch_oci(reference, spec, loader).await,
+    }
+}
+
+async fn fetch_oci(
+    reference: &str,
+    spec: &ReconcilePolicySpec,
+    loader: &Loader,
+) -> Result<(String, Vec<u8>), Problem> {
+    let auth = match &spec.module.pull_secret {
+        None => None,
+        Some(secret) => {
+            let api: Api<Secret> = Api::namespaced(loader.client.clone(), &secret.namespace);
+            let what = format!("pull secret {}/{}", secret.namespace, secret.name);
+            let found = api.get(&secret.name).await.map_err(|e| {
+                problem(
+                    "FetchFailed",
+                    format!("{what}: {}", crate::controller::describe_kube_error(&e)),
+                )
+            })?;
+            let json = found
+                .data
+                .as_ref()
+                .and_then(|d| d.get(".dockerconfigjson"))
+                .ok_or_else(|| {
+                    problem(
+                        "FetchFailed",
+                        format!(
+                            "{what}: no .dockerconfigjson key (type kubernetes.io/dockerconfigjson)"
+                        ),
+                    )
+                })?;
+            let registry = reference.split('/').next().unwrap_or_default();
+            policy::oci::credentials_from_dockerconfigjson(&json.0, registry)
+                .map_err(|e| problem("FetchFailed", format!("{what}: {e}")))?
+        }
+    };
+    let options = policy::oci::OciOptions {
+        insecure_registries: loader.insecure_registries.clone(),
+        auth,
+    };
+    match policy::oci::pull(reference, &options).await {
+        Ok(pulled) => Ok((reference.to_string(), pulled.component)),
+        Err(error @ policy::oci::OciError::DigestMismatch { .. }) => Err(problem(
+            "DigestMismatch",
+            format!("{reference}: {error}; not loaded"),
+        )),
+        Err(error) => Err(problem("FetchFailed", format!("{reference}: {error}"))),
+    }
+}
+
+/// The fixture cases the module must pass: every `*.json` key of the
+/// ConfigMap, by key.
+async fn fetch_cases(
+    spec: &ReconcilePolicySpec,
+    loader: &Loader,
+) -> Result<Vec<(String, String)>, Problem> {
+    let Some(source) = &spec.cases else {
+        return Ok(Vec::new());
+    };
+    let key = &source.config_map;
+    let what = format!("cases ConfigMap {}/{}", key.namespace, key.name);
+    let api: Api<ConfigMap> = Api::namespaced(loader.client.clone(), &key.namespace);
+    let config_map = api
+        .get_opt(&key.name)
+        .await
+        .map_err(|e| {
+            problem(
+                "FetchFailed",
+                format!("{what}: {}", crate::controller::describe_kube_error(&e)),
+            )
+        })?
+        .ok_or_else(|| {
+            problem(
+                "FetchFailed",
+                format!("{what}: the ConfigMap does not exist"),
+            )
+        })?;
+    let cases: Vec<(String, String)> = config_map
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| k.ends_with(".json"))
+        .collect();
+    if cases.is_empty() {
+        return Err(problem(
+            "CasesFailed",
+            format!("{what}: no *.json keys in data"),
+        ));
+    }
+    Ok(cases)
+}
+
+fn cases_fingerprint(cases: &[(String, String)]) -> String {
+    let mut hasher = Sha256::new();
+    for (key, text) in cases {
+        hasher.update(key.as_bytes());
+        hasher.update([0]);
+        hasher.update(text.as_bytes());
+        hasher.update([0]);
+    }
+    hex::encode(&hasher.finalize()[..8])
+}
+
+/// Every case must pass; the refusal names the first failures.
+fn run_cases(policy: &LoadedPolicy, texts: &[(String, String)]) -> Result<(), Problem> {
+    let mut failures = Vec::new();
+    for (key, text) in texts {
+        let case: cases::Case = match serde_json::from_str(text) {
+            Ok(case) => case,
+            Err(error) => {
+                failures.push(format!("{key}: not a case file: {error}"));
+                continue;
+            }
+        };
+        let outcome = match policy.decide(&case.observation) {
+            Ok(decision) => Ok(decision.plan),
+            Err(policy::DecisionError::Policy { error, .. }) => Err(error),
+            Err(error) => {
+                failures.push(format!("{key}: the policy did not decide: {error}"));
+                continue;
+            }
+        };
+        if let Err(mismatch) = cases::check(&case, &outcome) {
+            failures.push(format!("{key}: {mismatch}"));
+        }
+    }
+    if failures.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = failures.iter().take(3).map(String::as_str).collect();
+    Err(problem(
+        "CasesFailed",
+        format!(
+            "{} of {} cases failed: {}",
+            failures.len(),
+            texts.len(),
+            shown.join("; ")
+        ),
+    ))
+}
+
+fn load_problem(error: LoadError) -> Problem {
+    let reason = match &error {
+        LoadError::WrongWorld { .. }
+        | LoadError::ForbiddenImport { .. }
+        | LoadError::Incompatible { .. }
+        | LoadError::Link { .. } => "WorldMismatch",
+        _ => "LoadFailed",
+    };
+    problem(reason, error.to_string())
+}
+
+async fn event(
+    loader: &Loader,
+    policy: &ReconcilePolicy,
+    kind: EventType,
+    reason: &str,
+    note: String,
+) {
+    let reference = policy.object_ref(&());
+    let event = Event {
+        type_: kind,
+        reason: reason.to_string(),
+        note: Some(note.chars().take(1024).collect()),
+        action: "Load".to_string(),
+        secondary: None,
+    };
+    if let Err(error) = loader.recorder.publish(&event, &reference).await {
+        tracing::debug!(%error, "policy event not recorded");
+    }
+}
+
+/// Write what the controller holds for one policy into its status.
+async fn write_status(loader: &Loader, policy: &ReconcilePolicy) -> Result<(), LoaderError> {
+    let name = policy.name_any();
+    let Some(entry) = loader.registry.get(&name) else {
+        return Ok(());
+    };
+    let current = policy.status.clone().unwrap_or_default();
+    let (status, reason, message) = match (&entry.active, &entry.problem) {
+        (Some(active), None) => (
+            "True",
+            "Loaded",
+            format!("{} decides", active.policy.display_name()),
+        ),
+        (Some(active), Some(problem)) => (
+            "True",
+            "CandidateRefused",
+            format!(
+                "{} decides; the new candidate was refused ({}): {}",
+                active.policy.display_name(),
+                problem.reason,
+                problem.message
+            ),
+        ),
+        (None, Some(problem)) => ("False", problem.reason, problem.message.clone()),
+        (None, None) => ("False", "Loading", "loading the first version".to_string()),
+    };
+    let previous = current.conditions.iter().find(|c| c.type_ == "Ready");
+    let since = match previous {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => Time(k8s_openapi::jiff::Timestamp::now()),
+    };
+    let condition = Condition {
+        type_: "Ready".to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message: message.chars().take(4096).collect(),
+        observed_generation: policy.meta().generation,
+        last_transition_time: since,
+    };
+    let (loaded_name, version, digest, worlds) = match &entry.active {
+        Some(active) => {
+            let description = active.policy.description();
+            let worlds = active.policy.worlds();
+            let mut names = Vec::new();
+            if worlds.template {
+                names.push(format!("template-policy@{}", worlds.contract.version()));
+            }
+            if worlds.resource {
+                names.push(format!("resource-policy@{}", worlds.contract.version()));
+            }
+            (
+                Some(description.name.clone()),
+                Some(description.version.clone()),
+                Some(format!("sha256:{}", active.policy.digest())),
+                names,
+            )
+        }
+        None => (None, None, None, Vec::new()),
+    };
+    let patch = serde_json::json!({
+        "status": {
+            "observedGeneration": policy.meta().generation,
+            "conditions": [condition],
+            "name": loaded_name,
+            "version": version,
+            "digest": digest,
+            "worlds": worlds,
+            "decisions": entry.counters.decisions.load(std::sync::atomic::Ordering::Relaxed),
+            "shadowDisagreements": entry.counters.shadow_disagreements.load(std::sync::atomic::Ordering::Relaxed),
+            "lastError": entry.problem.as_ref().map(|p| format!("{}: {}", p.reason, p.message)),
+        }
+    });
+    let api: Api<ReconcilePolicy> = Api::all(loader.client.clone());
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            LoaderError(format!(
+                "status of ReconcilePolicy {name}: {}",
+                crate::controller::describe_kube_error(&e)
+            ))
+        })
+}
+
+/// Write decision and disagreement counts into each policy's status when
+/// they moved, every [`STATUS_FLUSH`].
+async fn flush_counts(loader: Arc<Loader>, shutdown: CancellationToken) {
+    let api: Api<ReconcilePolicy> = Api::all(loader.client.clone());
+    let mut written: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut ticker = tokio::time::interval(STATUS_FLUSH);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        for entry in loader.registry.entries() {
+            let counts = (
+                entry
+                    .counters
+                    .decisions
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                entry
+                    .counters
+                    .shadow_disagreements
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            );
+            if written.get(&entry.name) == Some(&counts) {
+                continue;
+            }
+            let patch = serde_json::json!({"status": {"decisions": counts.0, "shadowDisagreements": counts.1}});
+            match api
+                .patch_status(&entry.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    written.insert(entry.name.clone(), counts);
+                }
+                Err(error) => {
+                    tracing::debug!(%error, policy = %entry.name, "decision counts not written")
+                }
+            }
+        }
+    }
+}
+
+/// The labels of every namespace, from a watch of their metadata (for
+/// `namespaceSelector`), and a stream that ticks when labels change.
+pub fn namespaces(
+    client: &Client,
+) -> (
+    reflector::Store<PartialObjectMeta<Namespace>>,
+    impl futures::Stream<Item = ()> + Send + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let stream = watcher(
+        Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .touched_objects()
+    .predicate_filter(predicates::labels, Default::default())
+    .filter_map(|r| async move { r.ok().map(|_| ()) });
+    (store, stream)
+}

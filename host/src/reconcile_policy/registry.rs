@@ -1,0 +1,367 @@
+//! Which policy decides for an object: the loaded versions of every
+//! `ReconcilePolicy`, and the selection rule over them.
+//!
+//! Selection, for a `DeploymentTemplate` (a `DeploymentResource` takes its
+//! owner template's):
+//! 1. the annotation `radapp.io/policy: <ReconcilePolicy name>`, if present
+//!    (whatever that policy's mode and selectors);
+//! 2. else the `Enforce` policy with the highest `priority` whose
+//!    `namespaceSelector` matches the namespace's labels and whose
+//!    `objectSelector` matches the template's labels (ties: the name that
+//!    sorts first);
+//! 3. else the controller's `--policy`.
+//!
+//! A policy chosen by 1 or 2 that has no loaded version yet makes the object
+//! wait while its first version loads, and fails it (naming the policies
+//! that are Ready) once that load was refused: nothing reaches Radius. A
+//! refused *new* version leaves the loaded one in charge.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use kube::core::{Selector, SelectorExt};
+
+use super::crd::{PolicyMode, ReconcilePolicy};
+use crate::policy::{LoadedPolicy, PolicySlot};
+
+/// The annotation that names an object's policy.
+pub const POLICY_ANNOTATION: &str = "radapp.io/policy";
+
+/// Decisions taken by a policy, and how often a shadow disagreed.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub decisions: AtomicU64,
+    pub shadow_disagreements: AtomicU64,
+}
+
+/// A loaded version of a `ReconcilePolicy`'s module and what it was loaded
+/// from: the same identity is not loaded twice.
+#[derive(Clone)]
+pub struct Active {
+    pub policy: LoadedPolicy,
+    /// Component digest, limits and cases it was checked with.
+    pub identity: String,
+}
+
+/// Why the latest candidate of a policy was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// `InvalidSpec`, `FetchFailed`, `DigestMismatch`, `LoadFailed`,
+    /// `WorldMismatch`, `CasesFailed`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// One `ReconcilePolicy` as the controller holds it.
+#[derive(Clone)]
+pub struct Entry {
+    pub name: String,
+    pub mode: PolicyMode,
+    pub priority: i32,
+    /// `None`: matches every namespace.
+    pub namespace_selector: Option<Selector>,
+    /// `None`: matches every object.
+    pub object_selector: Option<Selector>,
+    /// The selectors do not parse: the policy matches nothing.
+    pub invalid_selector: Option<String>,
+    pub active: Option<Active>,
+    /// The latest candidate's refusal; cleared when a candidate loads.
+    pub problem: Option<Problem>,
+    pub counters: Arc<Counters>,
+}
+
+impl Entry {
+    fn matches(&self, subject: &Subject<'_>) -> bool {
+        if self.invalid_selector.is_some() {
+            return false;
+        }
+        let empty = BTreeMap::new();
+        self.namespace_selector
+            .as_ref()
+            .is_none_or(|s| s.matches(subject.namespace_labels.unwrap_or(&empty)))
+            && self
+                .object_selector
+                .as_ref()
+                .is_none_or(|s| s.matches(subject.labels))
+    }
+
+    /// `Ready` on its status: a version is loaded.
+    pub fn is_ready(&self) -> bool {
+        self.active.is_some()
+    }
+}
+
+/// What selection looks at.
+pub struct Subject<'a> {
+    pub labels: &'a BTreeMap<String, String>,
+    pub annotations: &'a BTreeMap<String, String>,
+    /// The labels of the object's namespace (`None`: not known).
+    pub namespace_labels: Option<&'a BTreeMap<String, String>>,
+}
+
+/// The policy that decides, and the shadows that watch.
+#[derive(Clone)]
+pub struct Chosen {
+    pub policy: LoadedPolicy,
+    /// The `ReconcilePolicy` it came from; `None` for `--policy`.
+    pub reconcile_policy: Option<String>,
+    pub counters: Option<Arc<Counters>>,
+    pub shadows: Vec<Shadow>,
+}
+
+/// A `Shadow` policy that sees an observation after the enforcing one.
+#[derive(Clone)]
+pub struct Shadow {
+    pub name: String,
+    pub policy: LoadedPolicy,
+    pub counters: Arc<Counters>,
+}
+
+/// The outcome of selection.
+pub enum Selection {
+    Decide(Chosen),
+    /// The policies are not listed yet, or the chosen one is loading its
+    /// first version: look again shortly.
+    Wait(String),
+    /// The object names (or its selectors choose) a policy that cannot
+    /// decide: the object fails with this message.
+    Refuse(String),
+}
+
+/// Every `ReconcilePolicy` the controller knows, and `--policy`.
+pub struct PolicyRegistry {
+    fallback: PolicySlot,
+    entries: RwLock<BTreeMap<String, Entry>>,
+    listed: AtomicBool,
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl PolicyRegistry {
+    pub fn new(fallback: PolicySlot) -> Self {
+        Self {
+            fallback,
+            entries: RwLock::new(BTreeMap::new()),
+            listed: AtomicBool::new(false),
+            changes: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// A registry with no `ReconcilePolicy` objects, already listed: every
+    /// object gets `--policy` (the CRD is not installed, or tests).
+    pub fn fallback_only(fallback: PolicySlot) -> Self {
+        let registry = Self::new(fallback);
+        registry.set_listed();
+        registry
+    }
+
+    /// The controller's `--policy`.
+    pub fn fallback(&self) -> &PolicySlot {
+        &self.fallback
+    }
+
+    /// The `ReconcilePolicy` objects have been listed once.
+    pub fn set_listed(&self) {
+        if !self.listed.swap(true, Ordering::SeqCst) {
+            self.changed();
+        }
+    }
+
+    pub fn is_listed(&self) -> bool {
+        self.listed.load(Ordering::SeqCst)
+    }
+
+    /// Ticks whenever selection may give another answer.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Take in a `ReconcilePolicy`'s spec (selectors, mode, priority),
+    /// keeping its loaded version.
+    pub fn upsert(&self, object: &ReconcilePolicy) {
+        let name = kube::ResourceExt::name_any(object);
+        let spec = &object.spec;
+        let parse =
+            |selector: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+             field: &str| {
+                selector
+                    .clone()
+                    .map(|s| Selector::try_from(s).map_err(|e| format!("spec.{field}: {e}")))
+                    .transpose()
+            };
+        let namespace_selector = parse(&spec.namespace_selector, "namespaceSelector");
+        let object_selector = parse(&spec.object_selector, "objectSelector");
+        let invalid_selector = namespace_selector
+            .as_ref()
+            .err()
+            .or(object_selector.as_ref().err())
+            .cloned();
+        let mut entries = self.write();
+        let previous = entries.remove(&name);
+        let entry = Entry {
+            name: name.clone(),
+            mode: spec.mode,
+            priority: spec.priority,
+            namespace_selector: namespace_selector.ok().flatten(),
+            object_selector: object_selector.ok().flatten(),
+            invalid_selector,
+            active: previous.as_ref().and_then(|p| p.active.clone()),
+            problem: previous.as_ref().and_then(|p| p.problem.clone()),
+            counters: previous.map(|p| p.counters).unwrap_or_default(),
+        };
+        entries.insert(name, entry);
+        drop(entries);
+        self.changed();
+    }
+
+    /// The `ReconcilePolicy` was deleted: objects it decided for go back to
+    /// selection.
+    pub fn remove(&self, name: &str) {
+        if self.write().remove(name).is_some() {
+            self.changed();
+        }
+    }
+
+    /// A candidate passed every check: it decides from now on. Decisions
+    /// in flight finish on the version they started with (they hold it).
+    pub fn activate(&self, name: &str, active: Active) {
+        if let Some(entry) = self.write().get_mut(name) {
+            entry.active = Some(active);
+            entry.problem = None;
+        }
+        self.changed();
+    }
+
+    /// A candidate was refused; the loaded version (if any) stays.
+    pub fn refuse(&self, name: &str, problem: Problem) {
+        let mut entries = self.write();
+        if let Some(entry) = entries.get_mut(name) {
+            let first = entry.active.is_none() && entry.problem.is_none();
+            entry.problem = Some(problem);
+            drop(entries);
+            if first {
+                // Objects waiting for its first version now fail.
+                self.changed();
+            }
+        }
+    }
+
+    /// A copy of one entry.
+    pub fn get(&self, name: &str) -> Option<Entry> {
+        self.read().get(name).cloned()
+    }
+
+    /// Copies of every entry, by name.
+    pub fn entries(&self) -> Vec<Entry> {
+        self.read().values().cloned().collect()
+    }
+
+    /// `--policy`, with no shadows (for a resource whose owner is gone).
+    pub fn fallback_selection(&self) -> Selection {
+        Selection::Decide(Chosen {
+            policy: self.fallback.current(),
+            reconcile_policy: None,
+            counters: None,
+            shadows: Vec::new(),
+        })
+    }
+
+    /// Something outside the policies changed what selection sees (a
+    /// namespace's labels).
+    pub fn poke(&self) {
+        self.changed();
+    }
+
+    /// Which policy decides for this object, and which shadows watch.
+    pub fn select(&self, subject: &Subject<'_>) -> Selection {
+        if !self.is_listed() {
+            return Selection::Wait("the ReconcilePolicy objects are not listed yet".into());
+        }
+        let entries = self.read();
+        let shadows = |enforcing: Option<&str>| -> Vec<Shadow> {
+            entries
+                .values()
+                .filter(|e| e.mode == PolicyMode::Shadow && Some(e.name.as_str()) != enforcing)
+                .filter(|e| e.matches(subject))
+                .filter_map(|e| {
+                    Some(Shadow {
+                        name: e.name.clone(),
+                        policy: e.active.as_ref()?.policy.clone(),
+                        counters: e.counters.clone(),
+                    })
+                })
+                .collect()
+        };
+        let chosen = |entry: &Entry, how: &str| match (&entry.active, &entry.problem) {
+            (Some(active), _) => Selection::Decide(Chosen {
+                policy: active.policy.clone(),
+                reconcile_policy: Some(entry.name.clone()),
+                counters: Some(entry.counters.clone()),
+                shadows: shadows(Some(&entry.name)),
+            }),
+            (None, None) => Selection::Wait(format!(
+                "ReconcilePolicy {} ({how}) is loading its first version",
+                entry.name
+            )),
+            (None, Some(problem)) => Selection::Refuse(format!(
+                "ReconcilePolicy {} ({how}) is not Ready ({}: {}); Ready policies: {}",
+                entry.name,
+                problem.reason,
+                problem.message,
+                ready_names(&entries)
+            )),
+        };
+        if let Some(name) = subject.annotations.get(POLICY_ANNOTATION) {
+            return match entries.get(name) {
+                Some(entry) => chosen(entry, &format!("named by {POLICY_ANNOTATION}")),
+                None => Selection::Refuse(format!(
+                    "annotation {POLICY_ANNOTATION} names ReconcilePolicy {name:?}, which does not exist; Ready policies: {}",
+                    ready_names(&entries)
+                )),
+            };
+        }
+        let best = entries
+            .values()
+            .filter(|e| e.mode == PolicyMode::Enforce && e.matches(subject))
+            // Highest priority first; on a tie the name sorting first.
+            .min_by(|a, b| {
+                b.priority
+                    .cmp(&a.priority)
+                    .then_with(|| a.name.cmp(&b.name))
+            });
+        match best {
+            Some(entry) => chosen(entry, &format!("selected, priority {}", entry.priority)),
+            None => Selection::Decide(Chosen {
+                policy: self.fallback.current(),
+                reconcile_policy: None,
+                counters: None,
+                shadows: shadows(None),
+            }),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Entry>> {
+        self.entries.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Entry>> {
+        self.entries.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn ready_names(entries: &BTreeMap<String, Entry>) -> String {
+    let ready: BTreeSet<&str> = entries
+        .values()
+        .filter(|e| e.is_ready())
+        .map(|e| e.name.as_str())
+        .collect();
+    if ready.is_empty() {
+        "none".to_string()
+    } else {
+        ready.into_iter().collect::<Vec<_>>().join(", ")
+    }
+}

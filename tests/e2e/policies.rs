@@ -1,0 +1,558 @@
+//! `ReconcilePolicy` objects, end to end through the real binary: which
+//! policy decides for which template (annotation, selectors, priority), what
+//! happens when the named one is missing or refused, hot swap from a
+//! ConfigMap, fixture cases and digests as gates, and shadow policies that
+//! only compare. Every policy a scenario creates selects only its own
+//! namespace (`kubernetes.io/metadata.name`), since policies are
+//! cluster-scoped and the real cluster is shared by scenarios.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use radwasm::crd::DeploymentTemplate;
+use radwasm::reconcile_policy::ReconcilePolicy;
+use serde_json::{Value, json};
+
+use crate::harness::{System, app_template};
+use crate::realkube::eventually;
+
+fn guest(name: &str) -> Vec<u8> {
+    let path = format!("{}/{name}.wasm", env!("RADWASM_GUEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn policies(client: &Client) -> Api<ReconcilePolicy> {
+    Api::all(client.clone())
+}
+
+/// A policy named `{namespace}-{suffix}` for this scenario's namespace only,
+/// with the rest of its spec from `spec` (merged over the namespace selector).
+async fn create_policy(system: &System, suffix: &str, spec: Value) -> String {
+    let name = format!("{}-{suffix}", system.namespace);
+    let mut full = json!({
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": system.namespace}}
+    });
+    if let (Some(full), Some(spec)) = (full.as_object_mut(), spec.as_object()) {
+        for (key, value) in spec {
+            full.insert(key.clone(), value.clone());
+        }
+    }
+    let object: ReconcilePolicy = serde_json::from_value(json!({
+        "apiVersion": "radwasm.io/v1alpha1",
+        "kind": "ReconcilePolicy",
+        "metadata": {"name": name},
+        "spec": full,
+    }))
+    .expect("a ReconcilePolicy");
+    policies(&system.client)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("create ReconcilePolicy {name}: {e}"));
+    name
+}
+
+async fn delete_policies(system: &System, names: &[&str]) {
+    for name in names {
+        let _ = policies(&system.client)
+            .delete(name, &DeleteParams::default())
+            .await;
+    }
+}
+
+fn config_maps(system: &System) -> Api<ConfigMap> {
+    Api::namespaced(system.client.clone(), &system.namespace)
+}
+
+/// Create or replace ConfigMap `name` holding `bytes` under `policy.wasm`.
+async fn put_module(system: &System, name: &str, bytes: Vec<u8>) {
+    let object = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        binary_data: Some(BTreeMap::from([(
+            "policy.wasm".to_string(),
+            ByteString(bytes),
+        )])),
+        ..Default::default()
+    };
+    let api = config_maps(system);
+    match api.get_opt(name).await.expect("get ConfigMap") {
+        Some(mut current) => {
+            current.binary_data = object.binary_data;
+            api.replace(name, &PostParams::default(), &current)
+                .await
+                .unwrap_or_else(|e| panic!("replace ConfigMap {name}: {e}"));
+        }
+        None => {
+            api.create(&PostParams::default(), &object)
+                .await
+                .unwrap_or_else(|e| panic!("create ConfigMap {name}: {e}"));
+        }
+    }
+}
+
+fn module_from(system: &System, config_map: &str) -> Value {
+    json!({"configMap": {"namespace": system.namespace, "name": config_map, "key": "policy.wasm"}})
+}
+
+/// Wait until the policy's `Ready` condition has `status` and `reason`.
+async fn wait_policy(system: &System, name: &str, status: &str, reason: &str) -> ReconcilePolicy {
+    eventually(
+        &format!("ReconcilePolicy {name} Ready={status} ({reason})"),
+        Duration::from_secs(60),
+        || async {
+            let policy = policies(&system.client).get(name).await?;
+            let ready = policy
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                .is_some_and(|c| c.status == status && c.reason == reason);
+            Ok(ready.then_some(policy))
+        },
+    )
+    .await
+}
+
+fn labelled(name: &str, labels: &[(&str, &str)]) -> DeploymentTemplate {
+    let mut template = app_template(name);
+    template.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    template
+}
+
+fn annotated(name: &str, policy: &str) -> DeploymentTemplate {
+    let mut template = app_template(name);
+    template.metadata.annotations = Some(BTreeMap::from([(
+        "radapp.io/policy".to_string(),
+        policy.to_string(),
+    )]));
+    template
+}
+
+fn decided_by(template: &DeploymentTemplate) -> Option<String> {
+    template
+        .status
+        .as_ref()?
+        .policy
+        .as_ref()?
+        .reconcile_policy
+        .clone()
+}
+
+/// Wait until the template's status names `policy` (`None`: `--policy`)
+/// as the one that decided.
+async fn wait_decided_by(system: &System, name: &str, policy: Option<&str>) -> DeploymentTemplate {
+    eventually(
+        &format!("{name} decided by {policy:?}"),
+        Duration::from_secs(60),
+        || async {
+            let template = system.templates().get(name).await?;
+            Ok((decided_by(&template).as_deref() == policy).then_some(template))
+        },
+    )
+    .await
+}
+
+fn deployments_of(system: &System, template: &str) -> u64 {
+    system
+        .radius()
+        .stats()
+        .deployment_puts_by_name
+        .iter()
+        .filter(|(name, _)| name.starts_with(&format!("{template}-")))
+        .map(|(_, n)| *n)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_annotation_then_priority_then_the_controllers_policy_decide() {
+    let system = System::start(&[]).await;
+    let team = format!("team-{}", system.namespace);
+    let low = create_policy(
+        &system,
+        "team-low",
+        json!({"module": {"builtin": "default"}, "priority": 10,
+               "objectSelector": {"matchLabels": {"team": team}}}),
+    )
+    .await;
+    let high = create_policy(
+        &system,
+        "team-high",
+        json!({"module": {"builtin": "default"}, "priority": 20,
+               "objectSelector": {"matchLabels": {"team": team}}}),
+    )
+    .await;
+    let named = create_policy(
+        &system,
+        "named",
+        json!({"module": {"builtin": "default"},
+               "objectSelector": {"matchLabels": {"nothing": "matches-this"}}}),
+    )
+    .await;
+    for name in [&low, &high, &named] {
+        wait_policy(&system, name, "True", "Loaded").await;
+    }
+
+    system
+        .create(&labelled("by-labels", &[("team", &team)]))
+        .await;
+    system.create(&app_template("by-default")).await;
+    system.create(&annotated("by-annotation", &named)).await;
+    let missing = format!("{}-missing", system.namespace);
+    system.create(&annotated("unknown", &missing)).await;
+
+    for (template, policy) in [
+        ("by-labels", Some(high.as_str())),
+        ("by-default", None),
+        ("by-annotation", Some(named.as_str())),
+    ] {
+        system.wait_phase(template, "Ready").await;
+        let ready = wait_decided_by(&system, template, policy).await;
+        assert_eq!(decided_by(&ready).as_deref(), policy, "{template}");
+    }
+    let failed = system.wait_phase("unknown", "Failed").await;
+    let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(
+        message.contains(&format!("\"{missing}\"")) && message.contains(&named),
+        "the message names the missing policy and lists the Ready ones: {message}"
+    );
+    assert_eq!(
+        deployments_of(&system, "unknown"),
+        0,
+        "nothing reached Radius"
+    );
+
+    // The higher-priority policy goes: its templates move to the next one
+    // without any change to them, and are not deployed again.
+    delete_policies(&system, &[&high]).await;
+    wait_decided_by(&system, "by-labels", Some(&low)).await;
+    // The missing policy appears: the failed template is decided again.
+    let created = create_policy(
+        &system,
+        "missing",
+        json!({"module": {"builtin": "default"},
+               "objectSelector": {"matchLabels": {"nothing": "matches-this"}}}),
+    )
+    .await;
+    assert_eq!(created, missing);
+    let recovered = wait_decided_by(&system, "unknown", Some(&missing)).await;
+    assert_eq!(recovered.metadata.generation, Some(1));
+    system.wait_phase("unknown", "Ready").await;
+
+    for template in ["by-labels", "by-default", "by-annotation", "unknown"] {
+        assert_eq!(
+            deployments_of(&system, template),
+            1,
+            "{template} deployed once"
+        );
+    }
+    delete_policies(&system, &[&low, &named, &missing]).await;
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_in_a_configmap_is_swapped_live_and_a_broken_one_never_decides() {
+    let system = System::start(&[]).await;
+    let select = format!("swap-{}", system.namespace);
+    put_module(&system, "policy-module", guest("default-policy")).await;
+    let policy = create_policy(
+        &system,
+        "swap",
+        json!({"module": module_from(&system, "policy-module"),
+               "objectSelector": {"matchLabels": {"policy": select}}}),
+    )
+    .await;
+    let loaded = wait_policy(&system, &policy, "True", "Loaded").await;
+    let status = loaded.status.expect("status");
+    assert_eq!(status.name.as_deref(), Some("default"));
+    let default_digest = status.digest.clone().expect("digest");
+
+    system
+        .create(&labelled("app", &[("policy", &select)]))
+        .await;
+    system.wait_phase("app", "Ready").await;
+    wait_decided_by(&system, "app", Some(&policy)).await;
+
+    // The guardrail replaces it in the ConfigMap: the template, unchanged,
+    // is decided again by it (its image has no tag, so it is refused).
+    put_module(&system, "policy-module", guest("image-tag-guardrail")).await;
+    let swapped = eventually(
+        "the guardrail is loaded",
+        Duration::from_secs(60),
+        || async {
+            let object = policies(&system.client).get(&policy).await?;
+            Ok(object
+                .status
+                .filter(|s| s.name.as_deref() == Some("image-tag-guardrail")))
+        },
+    )
+    .await;
+    assert_ne!(swapped.digest, Some(default_digest));
+    let failed = system.wait_phase("app", "Failed").await;
+    assert_eq!(
+        failed.status.and_then(|s| s.policy).map(|p| p.name),
+        Some("image-tag-guardrail".to_string())
+    );
+
+    // A broken candidate is refused; the guardrail stays in charge.
+    put_module(&system, "policy-module", b"not a wasm component".to_vec()).await;
+    let refused = wait_policy(&system, &policy, "True", "CandidateRefused").await;
+    let status = refused.status.expect("status");
+    assert_eq!(status.name.as_deref(), Some("image-tag-guardrail"));
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("not a WebAssembly file")),
+        "{:?}",
+        status.last_error
+    );
+    system
+        .create(&labelled("later", &[("policy", &select)]))
+        .await;
+    let later = system.wait_phase("later", "Failed").await;
+    assert_eq!(
+        later.status.and_then(|s| s.policy).map(|p| p.name),
+        Some("image-tag-guardrail".to_string())
+    );
+    assert_eq!(deployments_of(&system, "app"), 1);
+    assert_eq!(deployments_of(&system, "later"), 0);
+    assert!(system.logs().contains("policy candidate refused"));
+    delete_policies(&system, &[&policy]).await;
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digests_and_fixture_cases_gate_a_policy_before_it_decides() {
+    let system = System::start(&[]).await;
+    put_module(&system, "policy-module", guest("default-policy")).await;
+    let wrong = "0".repeat(64);
+    let pinned_wrong = create_policy(
+        &system,
+        "pinned-wrong",
+        json!({"module": {"configMap": module_from(&system, "policy-module")["configMap"], "sha256": wrong},
+               "objectSelector": {"matchLabels": {"gate": "digest"}}}),
+    )
+    .await;
+    let refused = wait_policy(&system, &pinned_wrong, "False", "DigestMismatch").await;
+    assert!(
+        refused.status.and_then(|s| s.digest).is_none(),
+        "nothing loaded"
+    );
+
+    // Fixture cases: one of the default policy's own passes, the same with
+    // a wrong expectation fails.
+    let case_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../guests/default-policy/cases/template/01-new-template-gets-finalizer-and-deploys.json",
+    );
+    let passing = std::fs::read_to_string(&case_path).expect("case file");
+    let failing = passing.replace("app-abc123", "app-other");
+    assert_ne!(passing, failing);
+    for (name, text) in [("good-cases", &passing), ("bad-cases", &failing)] {
+        let object = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([("case.json".to_string(), text.clone())])),
+            ..Default::default()
+        };
+        config_maps(&system)
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("cases ConfigMap");
+    }
+    let cases = |config_map: &str| json!({"configMap": {"namespace": system.namespace, "name": config_map}});
+    let good = create_policy(
+        &system,
+        "good-cases",
+        json!({"module": {"builtin": "default"}, "cases": cases("good-cases"),
+               "objectSelector": {"matchLabels": {"gate": "good"}}}),
+    )
+    .await;
+    let bad = create_policy(
+        &system,
+        "bad-cases",
+        json!({"module": {"builtin": "default"}, "cases": cases("bad-cases"),
+               "objectSelector": {"matchLabels": {"gate": "cases"}}}),
+    )
+    .await;
+    wait_policy(&system, &good, "True", "Loaded").await;
+    let bad_status = wait_policy(&system, &bad, "False", "CasesFailed").await;
+    let message = bad_status
+        .status
+        .and_then(|s| s.last_error)
+        .unwrap_or_default();
+    assert!(message.contains("case.json"), "{message}");
+
+    // Templates these refused policies select fail, naming why; nothing
+    // reaches Radius for them.
+    system
+        .create(&labelled("digest-gated", &[("gate", "digest")]))
+        .await;
+    system
+        .create(&labelled("cases-gated", &[("gate", "cases")]))
+        .await;
+    system
+        .create(&labelled("passed", &[("gate", "good")]))
+        .await;
+    for (template, reason) in [
+        ("digest-gated", "DigestMismatch"),
+        ("cases-gated", "CasesFailed"),
+    ] {
+        let failed = system.wait_phase(template, "Failed").await;
+        let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(
+            message.contains(reason) && message.contains(&good),
+            "{template}: {message}"
+        );
+        assert_eq!(deployments_of(&system, template), 0);
+    }
+    system.wait_phase("passed", "Ready").await;
+    wait_decided_by(&system, "passed", Some(&good)).await;
+
+    // An Event on the refused policy says why (cluster-scoped objects'
+    // Events go to the default namespace).
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(system.client.clone(), "default");
+    let reasons = eventually(
+        "a Warning Event for the refused candidate",
+        Duration::from_secs(30),
+        || async {
+            let list = events.list(&Default::default()).await?;
+            let reasons: Vec<String> = list
+                .items
+                .iter()
+                .filter(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(bad.as_str())
+                })
+                .filter_map(|e| e.reason.clone())
+                .collect();
+            Ok((!reasons.is_empty()).then_some(reasons))
+        },
+    )
+    .await;
+    assert!(reasons.iter().any(|r| r == "CasesFailed"), "{reasons:?}");
+    delete_policies(&system, &[&pinned_wrong, &good, &bad]).await;
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_policy_only_counts_where_it_would_decide_otherwise() {
+    let system = System::start(&[]).await;
+    let select = format!("shadow-{}", system.namespace);
+    put_module(&system, "guardrail", guest("image-tag-guardrail")).await;
+    let disagreeing = create_policy(
+        &system,
+        "shadow-guardrail",
+        json!({"module": module_from(&system, "guardrail"), "mode": "Shadow",
+               "objectSelector": {"matchLabels": {"canary": select}}}),
+    )
+    .await;
+    let agreeing = create_policy(
+        &system,
+        "shadow-default",
+        json!({"module": {"builtin": "default"}, "mode": "Shadow",
+               "objectSelector": {"matchLabels": {"canary": select}}}),
+    )
+    .await;
+    for name in [&disagreeing, &agreeing] {
+        wait_policy(&system, name, "True", "Loaded").await;
+    }
+    system
+        .create(&labelled("canaried", &[("canary", &select)]))
+        .await;
+    system.create(&app_template("not-canaried")).await;
+    let ready = system.wait_phase("canaried", "Ready").await;
+    assert_eq!(decided_by(&ready), None, "the controller's policy decided");
+    system.wait_phase("not-canaried", "Ready").await;
+
+    // The guardrail would have refused the untagged image: it disagreed
+    // (on the first decision at least); the default never did.
+    let counted = eventually(
+        "the shadow's disagreements in its status",
+        Duration::from_secs(60),
+        || async {
+            let object = policies(&system.client).get(&disagreeing).await?;
+            Ok(object.status.filter(|s| s.shadow_disagreements > 0))
+        },
+    )
+    .await;
+    assert!(counted.decisions >= counted.shadow_disagreements);
+    let metrics = system.metrics().await;
+    let line = |outcome: &str, shadow: &str| {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("radwasm_shadow_decisions_total")
+                    && l.contains(&format!("outcome=\"{outcome}\""))
+                    && l.contains(&format!("shadow=\"{shadow}\""))
+            })
+            .map(str::to_string)
+    };
+    assert!(line("disagreed", &disagreeing).is_some(), "{metrics}");
+    assert!(line("disagreed", &agreeing).is_none(), "{metrics}");
+    assert!(line("agreed", &agreeing).is_some(), "{metrics}");
+    let agreeing_status = policies(&system.client)
+        .get(&agreeing)
+        .await
+        .expect("get")
+        .status
+        .expect("status");
+    assert_eq!(agreeing_status.shadow_disagreements, 0);
+    // Nothing the shadows decided was carried out.
+    assert_eq!(deployments_of(&system, "canaried"), 1);
+    assert_eq!(
+        system.radius().stats().deployment_puts,
+        2,
+        "one deployment per template, none from a shadow"
+    );
+    delete_policies(&system, &[&disagreeing, &agreeing]).await;
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_recorded_in_a_run_replay_in_full_agreement_with_the_same_policy() {
+    let records = tempfile::tempdir().expect("tempdir");
+    let dir = records.path().display().to_string();
+    let system = System::start(&["--decision-records-dir", &dir, "--decision-ring", "100"]).await;
+    system.create(&app_template("app")).await;
+    system.wait_phase("app", "Ready").await;
+    let ring = system.scrape("/debug/decisions").await;
+    assert!(
+        ring.lines()
+            .any(|l| l.contains("\"object\":\"") && l.contains("/app\"")),
+        "the ring serves the template's decisions: {ring}"
+    );
+    system.shutdown().await;
+
+    let replay = |policy: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_radwasm"))
+            .args(["policy", "replay", policy, &dir, "--fail-on-diff"])
+            .output()
+            .expect("run radwasm policy replay")
+    };
+    let same = replay("default");
+    let text = String::from_utf8_lossy(&same.stdout);
+    assert!(
+        same.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&same.stderr)
+    );
+    assert!(text.contains("0 disagree"), "{text}");
+    // The guardrail would have refused the untagged image the app runs.
+    let guardrail = format!("{}/image-tag-guardrail.wasm", env!("RADWASM_GUEST_DIR"));
+    let other = replay(&guardrail);
+    let text = String::from_utf8_lossy(&other.stdout);
+    assert_eq!(other.status.code(), Some(1), "{text}");
+    assert!(text.contains("startDeployment"), "{text}");
+}
