@@ -170,6 +170,14 @@ impl System {
                 if !has("--namespace") {
                     extra_args.extend(["--namespace".to_string(), namespace.clone()]);
                 }
+                // Policy ConfigMaps live in the controller's namespace, where
+                // deploy/rbac.yaml lets it read them.
+                if !has("--policy-namespace") {
+                    extra_args.extend([
+                        "--policy-namespace".to_string(),
+                        crate::realkube::CONTROLLER_NAMESPACE.to_string(),
+                    ]);
+                }
                 if has("--leader-elect") && !has("--leader-election-namespace") {
                     extra_args.extend([
                         "--leader-election-namespace".to_string(),
@@ -291,6 +299,16 @@ impl System {
             .as_ref()
             .map(|a| a.radius_authorizations())
             .unwrap_or_default()
+    }
+
+    /// Where the controller reads `ReconcilePolicy` ConfigMaps: its own
+    /// namespace on the real server, `default` on the embedded one.
+    pub fn policy_namespace(&self) -> &'static str {
+        if self.cluster.is_some() {
+            crate::realkube::CONTROLLER_NAMESPACE
+        } else {
+            "default"
+        }
     }
 
     pub fn radius(&self) -> &radwasm_sim_radius::RadiusSim {

@@ -20,7 +20,28 @@ use serde_json::{Value, json};
 use crate::harness::{System, app_template};
 use crate::realkube::eventually;
 
-fn guest(name: &str) -> Vec<u8> {
+/// A ReconcilePolicy deciding for the scenario's namespace with the default
+/// policy's component from a ConfigMap, once it is Ready: what the
+/// controller needs to read policies and write their status.
+pub async fn install_configmap_policy(system: &System) -> String {
+    let name = create_configmap_policy(system).await;
+    wait_policy(system, &name, "True", "Loaded").await;
+    name
+}
+
+/// [`install_configmap_policy`] without waiting for it to be Ready.
+pub async fn create_configmap_policy(system: &System) -> String {
+    put_module(system, "policy-module", guest("default-policy")).await;
+    create_policy(
+        system,
+        "from-configmap",
+        json!({"module": module_from(system, "policy-module")}),
+    )
+    .await
+}
+
+/// Delete the ReconcilePolicies a scenario created (they are cluster-scoped).
+pub fn guest(name: &str) -> Vec<u8> {
     let path = format!("{}/{name}.wasm", env!("RADWASM_GUEST_DIR"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
@@ -55,7 +76,8 @@ async fn create_policy(system: &System, suffix: &str, spec: Value) -> String {
     name
 }
 
-async fn delete_policies(system: &System, names: &[&str]) {
+/// Delete the ReconcilePolicies a scenario created (they are cluster-scoped).
+pub async fn delete_policies(system: &System, names: &[&str]) {
     for name in names {
         let _ = policies(&system.client)
             .delete(name, &DeleteParams::default())
@@ -63,12 +85,19 @@ async fn delete_policies(system: &System, names: &[&str]) {
     }
 }
 
+/// The ConfigMaps the controller reads policies from (names are prefixed
+/// with the scenario's namespace: the real cluster is shared).
 fn config_maps(system: &System) -> Api<ConfigMap> {
-    Api::namespaced(system.client.clone(), &system.namespace)
+    Api::namespaced(system.client.clone(), system.policy_namespace())
+}
+
+fn config_map_name(system: &System, name: &str) -> String {
+    format!("{}-{name}", system.namespace)
 }
 
 /// Create or replace ConfigMap `name` holding `bytes` under `policy.wasm`.
 async fn put_module(system: &System, name: &str, bytes: Vec<u8>) {
+    let name = &config_map_name(system, name);
     let object = ConfigMap {
         metadata: kube::api::ObjectMeta {
             name: Some(name.to_string()),
@@ -97,7 +126,8 @@ async fn put_module(system: &System, name: &str, bytes: Vec<u8>) {
 }
 
 fn module_from(system: &System, config_map: &str) -> Value {
-    json!({"configMap": {"namespace": system.namespace, "name": config_map, "key": "policy.wasm"}})
+    json!({"configMap": {"namespace": system.policy_namespace(),
+        "name": config_map_name(system, config_map), "key": "policy.wasm"}})
 }
 
 /// Wait until the policy's `Ready` condition has `status` and `reason`.
@@ -138,6 +168,18 @@ fn annotated(name: &str, policy: &str) -> DeploymentTemplate {
     template
 }
 
+/// A label value unique to the scenario (its namespace's numbered prefix:
+/// label values are at most 63 characters).
+fn short(system: &System) -> String {
+    system
+        .namespace
+        .chars()
+        .take(24)
+        .collect::<String>()
+        .trim_end_matches('-')
+        .to_string()
+}
+
 fn decided_by(template: &DeploymentTemplate) -> Option<String> {
     template
         .status
@@ -151,15 +193,24 @@ fn decided_by(template: &DeploymentTemplate) -> Option<String> {
 /// Wait until the template's status names `policy` (`None`: `--policy`)
 /// as the one that decided.
 async fn wait_decided_by(system: &System, name: &str, policy: Option<&str>) -> DeploymentTemplate {
-    eventually(
-        &format!("{name} decided by {policy:?}"),
-        Duration::from_secs(60),
-        || async {
-            let template = system.templates().get(name).await?;
-            Ok((decided_by(&template).as_deref() == policy).then_some(template))
-        },
-    )
-    .await
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let template = system.templates().get(name).await.expect("get template");
+        if decided_by(&template).as_deref() == policy {
+            return template;
+        }
+        if std::time::Instant::now() > deadline {
+            let logs = system.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+            panic!(
+                "{name} decided by {:?}, not {policy:?}, after 60 s; status {:?}\ncontroller log (last lines, newest first):\n{}",
+                decided_by(&template),
+                template.status,
+                tail.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 fn deployments_of(system: &System, template: &str) -> u64 {
@@ -176,7 +227,7 @@ fn deployments_of(system: &System, template: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_annotation_then_priority_then_the_controllers_policy_decide() {
     let system = System::start(&[]).await;
-    let team = format!("team-{}", system.namespace);
+    let team = format!("team-{}", short(&system));
     let low = create_policy(
         &system,
         "team-low",
@@ -221,8 +272,13 @@ async fn the_annotation_then_priority_then_the_controllers_policy_decide() {
     }
     let failed = system.wait_phase("unknown", "Failed").await;
     let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+    // On the shared real cluster other scenarios' policies are listed too,
+    // and another controller may have made `named` Ready first.
+    let lists_named = system.cluster.is_some() || message.contains(&named);
     assert!(
-        message.contains(&format!("\"{missing}\"")) && message.contains(&named),
+        message.contains(&format!("\"{missing}\""))
+            && message.contains("Ready policies: ")
+            && lists_named,
         "the message names the missing policy and lists the Ready ones: {message}"
     );
     assert_eq!(
@@ -262,7 +318,7 @@ async fn the_annotation_then_priority_then_the_controllers_policy_decide() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_in_a_configmap_is_swapped_live_and_a_broken_one_never_decides() {
     let system = System::start(&[]).await;
-    let select = format!("swap-{}", system.namespace);
+    let select = format!("swap-{}", short(&system));
     put_module(&system, "policy-module", guest("default-policy")).await;
     let policy = create_policy(
         &system,
@@ -360,7 +416,7 @@ async fn digests_and_fixture_cases_gate_a_policy_before_it_decides() {
     for (name, text) in [("good-cases", &passing), ("bad-cases", &failing)] {
         let object = ConfigMap {
             metadata: kube::api::ObjectMeta {
-                name: Some(name.to_string()),
+                name: Some(config_map_name(&system, name)),
                 ..Default::default()
             },
             data: Some(BTreeMap::from([("case.json".to_string(), text.clone())])),
@@ -371,7 +427,10 @@ async fn digests_and_fixture_cases_gate_a_policy_before_it_decides() {
             .await
             .expect("cases ConfigMap");
     }
-    let cases = |config_map: &str| json!({"configMap": {"namespace": system.namespace, "name": config_map}});
+    let cases = |config_map: &str| {
+        json!({"configMap": {"namespace": system.policy_namespace(),
+            "name": config_map_name(&system, config_map)}})
+    };
     let good = create_policy(
         &system,
         "good-cases",
@@ -449,7 +508,7 @@ async fn digests_and_fixture_cases_gate_a_policy_before_it_decides() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shadow_policy_only_counts_where_it_would_decide_otherwise() {
     let system = System::start(&[]).await;
-    let select = format!("shadow-{}", system.namespace);
+    let select = format!("shadow-{}", short(&system));
     put_module(&system, "guardrail", guest("image-tag-guardrail")).await;
     let disagreeing = create_policy(
         &system,

@@ -235,7 +235,17 @@ async fn lifecycle(service_account: &str) {
     )
     .await;
     system.wait_for_log("became the leader").await;
+    // A ReconcilePolicy from a ConfigMap decides for the app.
+    let policy = crate::policies::install_configmap_policy(&system).await;
     system.ready_app().await;
+    let decided = system.templates().get("app").await.expect("get app");
+    assert_eq!(
+        decided
+            .status
+            .and_then(|s| s.policy)
+            .and_then(|p| p.reconcile_policy),
+        Some(policy.clone())
+    );
     system
         .templates()
         .patch(
@@ -262,6 +272,7 @@ async fn lifecycle(service_account: &str) {
         .expect("delete");
     system.wait_gone("app").await;
     assert!(system.radius().resource_ids().is_empty());
+    crate::policies::delete_policies(&system, &[&policy]).await;
     let left = system
         .resources()
         .list(&ListParams::default())
@@ -403,6 +414,9 @@ async fn refused_for(account: &str, removed: &PolicyRule) {
     .await;
     let cluster = system.cluster.as_ref().expect("the real cluster");
     system.create(&app_template("app")).await;
+    // A policy to load and report on (reading ConfigMaps, writing its
+    // status); it may never become Ready without the rule.
+    let policy = crate::policies::create_configmap_policy(&system).await;
     let removed_permissions = permissions(removed);
     // A refusal of a permission the rule granted; for an ownerReference's
     // `blockOwnerDeletion`, the admission plugin refuses the create of the
@@ -432,6 +446,7 @@ async fn refused_for(account: &str, removed: &PolicyRule) {
         refused.0,
         account
     );
+    crate::policies::delete_policies(&system, &[&policy]).await;
     system.shutdown().await;
 }
 

@@ -2,6 +2,35 @@
 //! carry them out (effects, then status, then events, then requeue), and
 //! write status only when it changes, so a settled object gets an empty plan.
 //!
+//! A custom policy that makes a decision of its own (rather than returning
+//! the default policy's) should build its plan with [`TemplatePlanner`] or
+//! [`ResourcePlanner`]: create one, add actions in any order, and call
+//! `finish`:
+//!
+//! ```
+//! use radwasm_policy_core::plan::{DesiredTemplateStatus, TemplatePlanner, ready_condition};
+//! use radwasm_policy_model::{ConditionStatus, EventType, TemplatePhase, TemplateStatus};
+//!
+//! let current = TemplateStatus::default(); // observation.status
+//! let mut plan = TemplatePlanner::new();
+//! let changed = plan.status(
+//!     &current,
+//!     DesiredTemplateStatus {
+//!         phase: Some(TemplatePhase::Failed),
+//!         message: Some("refused: no team label".into()),
+//!         ready: Some(ready_condition(ConditionStatus::False, "MissingTeamLabel", "refused: no team label")),
+//!         ..Default::default()
+//!     },
+//! );
+//! if changed {
+//!     // Only when the status changes, so the event is not repeated on
+//!     // every reconcile.
+//!     plan.event(EventType::Warning, "MissingTeamLabel", "refused: no team label");
+//! }
+//! let plan = plan.finish();
+//! assert_eq!(plan.actions.len(), 2); // setStatus, emitEvent
+//! ```
+//!
 //! Every message a plan carries (status message, `Ready` condition message,
 //! event) passes through [`bounded`] here, so none can outgrow what the host
 //! accepts however long the values quoted in it (a Radius error, an id, a
@@ -30,7 +59,9 @@ fn cut_at(text: &str, max_chars: usize) -> Option<usize> {
 }
 
 /// `text`, or its first `max_chars` characters followed by `… (N bytes in
-/// all)`, so a reader sees that it was cut and how much is missing.
+/// all)`, so a reader sees that it was cut and how much is missing. Use it
+/// for a long value quoted inside a message (the planners already bound the
+/// whole message with [`bounded`]).
 pub fn cut(text: &str, max_chars: usize) -> String {
     match cut_at(text, max_chars) {
         None => text.to_string(),
@@ -39,6 +70,8 @@ pub fn cut(text: &str, max_chars: usize) -> String {
 }
 
 /// `text` as a quoted string, cut like [`cut`]: `"abc"… (N bytes in all)`.
+/// Use it to quote a value that may be long or contain anything (an
+/// annotation, a name from the spec) inside a message.
 pub fn quote(text: &str, max_chars: usize) -> String {
     match cut_at(text, max_chars) {
         None => format!("{text:?}"),
@@ -60,7 +93,11 @@ fn bounded_condition(mut condition: Condition) -> Condition {
     condition
 }
 
-/// A `Ready` condition.
+/// A `Ready` condition with this status, reason (a CamelCase word, as
+/// Kubernetes conventions ask) and message: the `ready` of a
+/// [`DesiredTemplateStatus`] or [`DesiredResourceStatus`]. The planner bounds
+/// the message and writes the condition only if it differs from the current
+/// one.
 pub fn ready_condition(status: ConditionStatus, reason: &str, message: &str) -> Condition {
     Condition {
         kind: READY_CONDITION.to_string(),
@@ -74,19 +111,36 @@ fn ready_differs(current: &[Condition], desired: &Condition) -> bool {
     current.iter().find(|c| c.kind == desired.kind) != Some(desired)
 }
 
-/// The status a template decision wants; `None` fields are left as they are.
+/// The status a template decision wants, for [`TemplatePlanner::status`];
+/// `None` fields are left as they are. Build it with `..Default::default()`
+/// and set only what the decision is about.
 #[derive(Debug, Default)]
 pub struct DesiredTemplateStatus {
+    /// `status.phase`.
     pub phase: Option<TemplatePhase>,
+    /// `status.message`, for people (bounded by the planner).
     pub message: Option<String>,
+    /// `status.observedGeneration`: set it to `observation.meta.generation`
+    /// when the decision is about the current spec.
     pub observed_generation: Option<i64>,
+    /// The Radius status hash of the deployed spec (the default policy's
+    /// bookkeeping; a custom policy rarely sets it).
     pub status_hash: Option<String>,
+    /// The Radius ids the last deployment produced (the default policy's
+    /// bookkeeping).
     pub output_resources: Option<Vec<String>>,
+    /// The `Ready` condition (see [`ready_condition`]).
     pub ready: Option<Condition>,
+    /// Forget the Radius operation recorded in status (it finished or is
+    /// abandoned).
     pub clear_operation: bool,
 }
 
-/// Collects a template plan.
+/// Collects a template plan: effects with [`push`](Self::push), at most one
+/// status change with [`status`](Self::status), events with
+/// [`event`](Self::event), a requeue with [`requeue`](Self::requeue); then
+/// [`finish`](Self::finish) puts them in the order the host carries them
+/// out. Use it whenever a policy builds a `DeploymentTemplate` plan itself.
 #[derive(Debug, Default)]
 pub struct TemplatePlanner {
     effects: Vec<TemplateAction>,
@@ -96,16 +150,25 @@ pub struct TemplatePlanner {
 }
 
 impl TemplatePlanner {
+    /// An empty plan.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Add an effect (finalizer, Radius call, DeploymentResource change).
+    /// Add an effect (finalizer, Radius call, DeploymentResource change);
+    /// effects are carried out in the order pushed, before the status.
+    /// `SetStatus`, `EmitEvent` and `RequeueAfter` have methods of their own
+    /// that keep the plan's order and dedupe; use those instead.
     pub fn push(&mut self, action: TemplateAction) {
         self.effects.push(action);
     }
 
-    /// Set the status; returns true if anything changes.
+    /// Set the status to `desired` over `current` (the observation's
+    /// `status`): only the fields that differ are written, messages are
+    /// [`bounded`], and nothing at all is written if nothing differs, so a
+    /// settled object gets an empty plan. Returns true if anything changes:
+    /// emit an event only then, or it is repeated on every reconcile. A
+    /// second call replaces the first.
     pub fn status(&mut self, current: &TemplateStatus, desired: DesiredTemplateStatus) -> bool {
         let mut update = TemplateStatusUpdate {
             clear_operation: desired.clear_operation,
@@ -153,7 +216,8 @@ impl TemplatePlanner {
         changed
     }
 
-    /// Emit an event (its message [`bounded`]).
+    /// Emit a Kubernetes Event on the object (its message [`bounded`]), for
+    /// a change worth telling people about; reason in CamelCase.
     pub fn event(&mut self, event_type: EventType, reason: &str, message: impl Into<String>) {
         self.events.push(Event {
             event_type,
@@ -162,11 +226,16 @@ impl TemplatePlanner {
         });
     }
 
-    /// Ask to be reconciled again after `ms` (the shortest request wins).
+    /// Ask to be reconciled again after `ms` milliseconds even if nothing
+    /// changes (to poll an operation, to retry later); the shortest request
+    /// wins. Without one, the object is decided again only when it or what
+    /// it depends on changes.
     pub fn requeue(&mut self, ms: u32) {
         self.requeue_ms = Some(self.requeue_ms.map_or(ms, |current| current.min(ms)));
     }
 
+    /// The plan: effects in the order pushed, then the status change, then
+    /// the events, then the requeue.
     pub fn finish(self) -> TemplatePlan {
         let mut actions = self.effects;
         actions.extend(self.status.map(TemplateAction::SetStatus));
@@ -176,16 +245,23 @@ impl TemplatePlanner {
     }
 }
 
-/// The status a resource decision wants.
+/// The status a resource decision wants, for [`ResourcePlanner::status`];
+/// `None` fields are left as they are.
 #[derive(Debug, Default)]
 pub struct DesiredResourceStatus {
+    /// `status.phase`.
     pub phase: Option<ResourcePhase>,
+    /// `status.message`, for people (bounded by the planner).
     pub message: Option<String>,
+    /// The `Ready` condition (see [`ready_condition`]).
     pub ready: Option<Condition>,
+    /// Forget the Radius operation recorded in status (it finished or is
+    /// abandoned).
     pub clear_operation: bool,
 }
 
-/// Collects a resource plan.
+/// Collects a resource plan, as [`TemplatePlanner`] does a template's: use it
+/// whenever a policy builds a `DeploymentResource` plan itself.
 #[derive(Debug, Default)]
 pub struct ResourcePlanner {
     effects: Vec<ResourceAction>,
@@ -195,15 +271,21 @@ pub struct ResourcePlanner {
 }
 
 impl ResourcePlanner {
+    /// An empty plan.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Add an effect (finalizer, Radius call); effects are carried out in
+    /// the order pushed, before the status. Use the methods below for
+    /// status, events and requeues.
     pub fn push(&mut self, action: ResourceAction) {
         self.effects.push(action);
     }
 
-    /// Set the status; returns true if anything changes.
+    /// Set the status to `desired` over `current`, writing only what
+    /// differs (see [`TemplatePlanner::status`]); returns true if anything
+    /// changes.
     pub fn status(&mut self, current: &ResourceStatus, desired: DesiredResourceStatus) -> bool {
         let mut update = ResourceStatusUpdate {
             clear_operation: desired.clear_operation,
@@ -233,6 +315,7 @@ impl ResourcePlanner {
         changed
     }
 
+    /// Emit a Kubernetes Event on the object (its message [`bounded`]).
     pub fn event(&mut self, event_type: EventType, reason: &str, message: impl Into<String>) {
         self.events.push(Event {
             event_type,
@@ -241,10 +324,14 @@ impl ResourcePlanner {
         });
     }
 
+    /// Ask to be reconciled again after `ms` milliseconds; the shortest
+    /// request wins.
     pub fn requeue(&mut self, ms: u32) {
         self.requeue_ms = Some(self.requeue_ms.map_or(ms, |current| current.min(ms)));
     }
 
+    /// The plan: effects in the order pushed, then the status change, then
+    /// the events, then the requeue.
     pub fn finish(self) -> ResourcePlan {
         let mut actions = self.effects;
         actions.extend(self.status.map(ResourceAction::SetStatus));

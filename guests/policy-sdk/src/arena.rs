@@ -43,7 +43,10 @@ const PAGE: usize = 64 * 1024;
 /// is a call into the host, untouched pages cost nothing.
 const MIN_GROW_PAGES: usize = 4;
 
-/// The bump allocator; see the module documentation.
+/// The bump allocator; see the module documentation. The SDK installs it
+/// for you (feature `arena`); name it only to install it yourself in a guest
+/// that does not use the SDK's `arena` feature:
+/// `#[global_allocator] static A: DecisionArena = DecisionArena::new();`.
 pub struct DecisionArena {
     /// Next free byte.
     next: Cell<usize>,
@@ -55,6 +58,8 @@ pub struct DecisionArena {
 unsafe impl Sync for DecisionArena {}
 
 impl DecisionArena {
+    /// An arena that owns nothing yet: the first allocation takes the static
+    /// buffer. `const`, so that it can initialise a `static`.
     pub const fn new() -> Self {
         Self {
             next: Cell::new(0),

@@ -24,7 +24,29 @@
 //!
 //! Build with `cargo build --target wasm32-wasip2 --release`; the `.wasm` in
 //! `target/wasm32-wasip2/release/` is the component the host loads.
+//! `radwasm policy new` makes a crate set up for exactly that.
+//!
+//! What a policy author uses:
+//!
+//! * [`Policy`]: the trait to implement, one method per decision;
+//! * [`export_policy!`]: exports the implementation as the component;
+//! * [`log`] with a [`Level`]: messages into the controller's log;
+//! * [`model`]: the observation and plan types a decision reads and returns;
+//! * from `radwasm-policy-core` (a dependency of its own): the default
+//!   policy's decisions (`decide_template`, `decide_resource`, `describe`)
+//!   to delegate to, and the plan builders of its `plan` module
+//!   (`TemplatePlanner`, `ResourcePlanner`, `ready_condition`) that order a
+//!   plan's actions and write status only when it changes;
+//! * [`arena`]: the allocator installed by default (feature `arena`).
 
+/// The observation and plan types of the policy contract
+/// (`radwasm-policy-model`): what a decision is given
+/// ([`TemplateObservation`](model::TemplateObservation),
+/// [`ResourceObservation`](model::ResourceObservation)) and what it returns
+/// ([`TemplatePlan`](model::TemplatePlan), [`ResourcePlan`](model::ResourcePlan),
+/// or a [`PolicyError`](model::PolicyError)). Re-exported so that a policy
+/// needs no dependency of its own on the model crate, and always gets the
+/// version the SDK converts from and to.
 pub use radwasm_policy_model as model;
 
 #[doc(hidden)]
@@ -54,34 +76,75 @@ use model::{
     Description, PolicyError, ResourceObservation, ResourcePlan, TemplateObservation, TemplatePlan,
 };
 
-/// A reconcile policy on model types. Every method defaults to the default
-/// policy.
+/// A reconcile policy on model types: implement it on a unit struct and
+/// export it with [`export_policy!`].
+///
+/// Every method defaults to the default policy (`radwasm-policy-core`), so
+/// implement only the decisions you change; inside one, call the default
+/// (`radwasm_policy_core::decide_template(observation)`) for every case your
+/// rule does not cover. The methods are associated functions, with no
+/// `self`: the host runs each decision in a fresh instance of the component,
+/// so a policy has no state between decisions, and a decision must be a pure
+/// function of its observation (the sandbox gives no clock, randomness,
+/// files or network to depend on).
 pub trait Policy {
-    /// Name, version, summary and annotations understood.
+    /// The policy's name, version, one-line summary and the annotations it
+    /// understands, as `radwasm policy check` and a `ReconcilePolicy`'s
+    /// status show them. The default is the default policy's description
+    /// (name `default`): override it to give your policy its own name and
+    /// version, starting from `radwasm_policy_core::describe()` to keep the
+    /// annotation docs of the default behaviour you reuse.
     fn describe() -> Description {
         radwasm_policy_core::describe()
     }
 
-    /// Decide for one `DeploymentTemplate`.
+    /// Decide what to do next for one `DeploymentTemplate`: the actions of
+    /// the returned plan (finalizers, Radius calls, `DeploymentResource`
+    /// changes, status, events, a requeue) are carried out by the host in
+    /// order. Return a [`PolicyError`] only when no decision can be made;
+    /// the host then marks the object failed (`PolicyFailed`) and decides
+    /// afresh later. Build plans with
+    /// `radwasm_policy_core::plan::TemplatePlanner`. The default is the
+    /// default policy's decision.
     fn decide_template(observation: &TemplateObservation) -> Result<TemplatePlan, PolicyError> {
         radwasm_policy_core::decide_template(observation)
     }
 
-    /// Decide for one `DeploymentResource`.
+    /// Decide what to do next for one `DeploymentResource` (one Radius
+    /// resource a template deployed): as [`Policy::decide_template`], with
+    /// `radwasm_policy_core::plan::ResourcePlanner` to build the plan. The
+    /// default is the default policy's decision, which most policies keep.
     fn decide_resource(observation: &ResourceObservation) -> Result<ResourcePlan, PolicyError> {
         radwasm_policy_core::decide_resource(observation)
     }
 }
 
-/// Severity of a log message.
+/// Severity of a [`log`] message: `Level::Trace`, `Debug`, `Info`, `Warn` or
+/// `Error`, mapped onto the controller's log levels.
 pub use bindings::radapp::policy::log::Level;
 
-/// Log through the host's tracing (capped per decision by the host).
+/// Write a message to the controller's log (its tracing output, target
+/// `guest`, at the matching level); `radwasm policy run` prints the messages
+/// on stderr. Use it to explain a decision or to report input the policy
+/// could not understand: a guest has no other output (its stdout and stderr
+/// go nowhere). Name the object in the message
+/// (`observation.meta.namespace`/`name`) so that a reader can tell which one
+/// it is about. The host keeps the first 64 messages of a decision, each cut
+/// at 4 KiB, and only counts the rest, so do not log once per item of a long
+/// list. Logging never changes the decision.
 pub fn log(level: Level, message: &str) {
     bindings::radapp::policy::log::log(level, message);
 }
 
-/// Export a [`Policy`] implementation as the guest's component exports.
+/// Export a [`Policy`] implementation as the guest's component exports
+/// (world `radapp:policy/policy@0.2.0`: `metadata.describe`,
+/// `template-policy.decide` and `resource-policy.decide`), converting between
+/// the WIT types and the [`model`] types. Invoke it once, at the crate root
+/// of a `cdylib` crate, with the type implementing [`Policy`]:
+///
+/// ```ignore
+/// radwasm_policy_sdk::export_policy!(MyPolicy);
+/// ```
 #[macro_export]
 macro_rules! export_policy {
     ($policy:ty) => {

@@ -63,6 +63,9 @@ pub enum PolicyCommand {
     Push(super::policy_oci::PushArgs),
     /// Pull a policy from an OCI registry, verify its digests, validate it, write it.
     Pull(super::policy_oci::PullArgs),
+    /// Create a policy crate that builds on its own (`cargo build --release`)
+    /// into a component, with a sample rule and fixture cases.
+    New(super::policy_new::NewArgs),
 }
 
 /// Which JSON form `policy schema` describes.
@@ -139,6 +142,7 @@ pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
         }
         PolicyCommand::Push(args) => super::policy_oci::push(args),
         PolicyCommand::Pull(args) => super::policy_oci::pull(args),
+        PolicyCommand::New(args) => super::policy_new::run(&args),
     }
 }
 

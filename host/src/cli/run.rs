@@ -55,6 +55,11 @@ pub struct ControllerArgs {
     /// loopback, say); repeatable.
     #[arg(long, value_name = "HOST:PORT")]
     pub policy_insecure_registry: Vec<String>,
+    /// The namespace whose ConfigMaps hold `ReconcilePolicy` modules and
+    /// fixture cases (default: $POD_NAMESPACE, the controller's own); the
+    /// controller reads ConfigMaps there only.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub policy_namespace: String,
     #[command(flatten)]
     pub records: RecordArgs,
 }
@@ -148,6 +153,7 @@ pub struct ControllerHost {
     options: Options,
     reload_interval: Duration,
     insecure_registries: Vec<String>,
+    policy_namespace: String,
 }
 
 impl ControllerHost {
@@ -178,6 +184,7 @@ impl ControllerHost {
             policy,
             engine,
             insecure_registries: args.policy_insecure_registry.clone(),
+            policy_namespace: args.policy_namespace.clone(),
             ctx,
             options: Options {
                 namespace: args.namespace.clone(),
@@ -274,6 +281,7 @@ impl ControllerHost {
             self.engine.clone(),
             ctx.recorder.clone(),
             self.insecure_registries.clone(),
+            self.policy_namespace.clone(),
         ) {
             Ok(loader) => {
                 tokio::spawn(loader::run(Arc::new(loader), shutdown.clone()));

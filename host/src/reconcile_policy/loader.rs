@@ -48,6 +48,8 @@ pub struct Loader {
     pub http: reqwest::Client,
     /// Registries reached over plain HTTP (`host:port`), for loopback tests.
     pub insecure_registries: Vec<String>,
+    /// The one namespace whose ConfigMaps modules and cases come from.
+    pub policy_namespace: String,
     failures: std::sync::Mutex<BTreeMap<String, u32>>,
 }
 
@@ -58,6 +60,7 @@ impl Loader {
         engine: PolicyEngine,
         recorder: Recorder,
         insecure_registries: Vec<String>,
+        policy_namespace: String,
     ) -> anyhow::Result<Self> {
         Ok(Self {
             client,
@@ -68,6 +71,7 @@ impl Loader {
                 .timeout(Duration::from_secs(60))
                 .build()?,
             insecure_registries,
+            policy_namespace,
             failures: Default::default(),
         })
     }
@@ -91,6 +95,8 @@ pub async fn run(loader: Arc<Loader>, shutdown: CancellationToken) {
     let registry = loader.registry.clone();
     let trigger = watcher(policies, watcher::Config::default())
         .default_backoff()
+        // Until the policies are listed nothing is decided: say why.
+        .inspect_err(|error| tracing::warn!(%error, "watching ReconcilePolicy objects"))
         .reflect(writer)
         .inspect_ok(move |event| match event {
             watcher::Event::Apply(policy) | watcher::Event::InitApply(policy) => {
@@ -106,7 +112,10 @@ pub async fn run(loader: Arc<Loader>, shutdown: CancellationToken) {
     // Which policies read a ConfigMap, from the policies' cache.
     let readers = store.clone();
     let config_maps = watcher(
-        Api::<PartialObjectMeta<ConfigMap>>::all(loader.client.clone()),
+        Api::<PartialObjectMeta<ConfigMap>>::namespaced(
+            loader.client.clone(),
+            &loader.policy_namespace,
+        ),
         watcher::Config::default(),
     )
     .default_backoff()
@@ -251,7 +260,8 @@ fn problem(reason: &'static str, message: impl Into<String>) -> Problem {
 /// Fetch, check, compile and test the policy's module as its spec says now.
 async fn candidate(policy: &ReconcilePolicy, loader: &Loader) -> Result<Candidate, Problem> {
     let spec = &policy.spec;
-    let source = check_spec(spec).map_err(|m| problem("InvalidSpec", m))?;
+    let source =
+        check_spec(spec, &loader.policy_namespace).map_err(|m| problem("InvalidSpec", m))?;
     let (source_name, bytes) = fetch(&source, spec, loader).await?;
     let digest = policy::digest(&bytes);
     if let Some(expected) = spec.module.sha256.as_deref() {
@@ -312,7 +322,28 @@ enum Source<'a> {
     Url(&'a str),
 }
 
-fn check_spec(spec: &ReconcilePolicySpec) -> Result<Source<'_>, String> {
+fn check_spec<'a>(
+    spec: &'a ReconcilePolicySpec,
+    policy_namespace: &str,
+) -> Result<Source<'a>, String> {
+    for (field, namespace) in [
+        (
+            "module.configMap",
+            spec.module.config_map.as_ref().map(|c| &c.namespace),
+        ),
+        (
+            "cases.configMap",
+            spec.cases.as_ref().map(|c| &c.config_map.namespace),
+        ),
+    ] {
+        if let Some(namespace) = namespace
+            && namespace != policy_namespace
+        {
+            return Err(format!(
+                "spec.{field}.namespace is {namespace:?}: this controller reads policy ConfigMaps in {policy_namespace:?} only (--policy-namespace)"
+            ));
+        }
+    }
     let module: &PolicyModule = &spec.module;
     let named: Vec<&str> = [
         module.builtin.is_some().then_some("builtin"),

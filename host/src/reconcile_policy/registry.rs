@@ -359,9 +359,16 @@ fn ready_names(entries: &BTreeMap<String, Entry>) -> String {
         .filter(|e| e.is_ready())
         .map(|e| e.name.as_str())
         .collect();
-    if ready.is_empty() {
+    const LISTED: usize = 20;
+    let mut names: Vec<&str> = ready.iter().take(LISTED).copied().collect();
+    let more = ready.len().saturating_sub(LISTED);
+    let more = (more > 0).then(|| format!("{more} more"));
+    if let Some(more) = &more {
+        names.push(more);
+    }
+    if names.is_empty() {
         "none".to_string()
     } else {
-        ready.into_iter().collect::<Vec<_>>().join(", ")
+        names.join(", ")
     }
 }

@@ -1,0 +1,612 @@
+//! `radwasm policy new`: scaffold a policy crate that builds on its own, out
+//! of this repository, with one command (`cargo build --release`), into a
+//! component `radwasm policy check|test` accept.
+//!
+//! The files are templates embedded in the binary (`scaffold/`), with the
+//! crate name and the SDK's source substituted. The toolchain file and the
+//! release profile are taken from this repository's own `rust-toolchain.toml`
+//! and guest profile (root `Cargo.toml`) when the binary is built, so a
+//! scaffold is built exactly as the policies shipped with radwasm are.
+//!
+//! The SDK is not on crates.io, and a radwasm binary does not know where its
+//! source lives: the user says where, with `--sdk-path` (a checkout) or
+//! `--sdk-git` (a git URL, optionally `--sdk-rev`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The policy's crate name, in kebab-case (`team-label-guardrail`); the
+    /// component is built as `<name with _ for ->.wasm`.
+    pub name: String,
+    /// Directory to create (default `./<name>`); if it exists it must be empty.
+    #[arg(long, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+    /// A checkout of the radwasm repository: the SDK is used from its
+    /// `guests/` as path dependencies, and its `Cargo.lock` is copied so the
+    /// build uses the dependency versions the SDK is tested with.
+    #[arg(long, value_name = "PATH", conflicts_with = "sdk_git")]
+    pub sdk_path: Option<PathBuf>,
+    /// The git URL of the radwasm repository: cargo fetches the SDK from it.
+    #[arg(long, value_name = "URL")]
+    pub sdk_git: Option<String>,
+    /// With `--sdk-git`: the commit (or tag) to build against; without it,
+    /// the repository's default branch.
+    #[arg(long, value_name = "REV", requires = "sdk_git")]
+    pub sdk_rev: Option<String>,
+}
+
+/// Where the scaffold's Cargo.toml takes the SDK from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SdkSource {
+    /// A radwasm checkout (absolute path).
+    Path(PathBuf),
+    /// A git repository, at a revision or its default branch.
+    Git { url: String, rev: Option<String> },
+}
+
+/// The SDK crates a policy depends on, and their directories in a checkout.
+const SDK_CRATES: [(&str, &str); 2] = [
+    ("radwasm-policy-sdk", "guests/policy-sdk"),
+    ("radwasm-policy-core", "guests/policy-core"),
+];
+
+impl SdkSource {
+    /// From the command line; a path must be a radwasm checkout.
+    pub fn from_args(args: &NewArgs) -> anyhow::Result<Self> {
+        match (&args.sdk_path, &args.sdk_git) {
+            (Some(path), None) => {
+                let absolute = std::fs::canonicalize(path)
+                    .with_context(|| format!("--sdk-path {}: no such directory", path.display()))?;
+                for (name, dir) in SDK_CRATES {
+                    anyhow::ensure!(
+                        absolute.join(dir).join("Cargo.toml").is_file(),
+                        "--sdk-path {}: not a checkout of the radwasm repository (no {dir}/Cargo.toml, the crate {name})",
+                        path.display()
+                    );
+                }
+                Ok(Self::Path(absolute))
+            }
+            (None, Some(url)) => {
+                anyhow::ensure!(
+                    !url.is_empty() && !url.chars().any(char::is_whitespace),
+                    "--sdk-git {url:?}: not a git URL"
+                );
+                if let Some(rev) = &args.sdk_rev {
+                    anyhow::ensure!(
+                        !rev.is_empty() && !rev.chars().any(char::is_whitespace),
+                        "--sdk-rev {rev:?}: not a git revision"
+                    );
+                }
+                Ok(Self::Git {
+                    url: url.clone(),
+                    rev: args.sdk_rev.clone(),
+                })
+            }
+            (None, None) => anyhow::bail!(
+                "say where the policy SDK comes from: --sdk-path <a checkout of the radwasm \
+                 repository>, or --sdk-git <its git URL> [--sdk-rev <commit or tag>] \
+                 (the SDK is not published to crates.io)"
+            ),
+            (Some(_), Some(_)) => anyhow::bail!("--sdk-path and --sdk-git exclude each other"),
+        }
+    }
+
+    /// The `[dependencies]` lines for the SDK crates.
+    fn dependencies(&self) -> String {
+        SDK_CRATES
+            .iter()
+            .map(|(name, dir)| match self {
+                Self::Path(root) => format!(
+                    "{name} = {{ path = {} }}\n",
+                    toml_string(&root.join(dir).display().to_string())
+                ),
+                Self::Git { url, rev: None } => {
+                    format!("{name} = {{ git = {} }}\n", toml_string(url))
+                }
+                Self::Git {
+                    url,
+                    rev: Some(rev),
+                } => format!(
+                    "{name} = {{ git = {}, rev = {} }}\n",
+                    toml_string(url),
+                    toml_string(rev)
+                ),
+            })
+            .collect::<String>()
+            .trim_end()
+            .to_string()
+    }
+
+    /// The README's paragraph on where the SDK comes from.
+    fn readme_text(&self) -> String {
+        match self {
+            Self::Path(root) => format!(
+                "`Cargo.toml` uses the SDK crates from the radwasm checkout at `{}`\n\
+                 (`radwasm policy new --sdk-path`); if the checkout moves, change their\n\
+                 paths. `Cargo.lock` started as a copy of the checkout's, so the build\n\
+                 uses the dependency versions the SDK is tested with (and needs no\n\
+                 download for crates already in cargo's cache).",
+                root.display()
+            ),
+            Self::Git {
+                url,
+                rev: Some(rev),
+            } => format!(
+                "`Cargo.toml` fetches the SDK crates from `{url}` at revision `{rev}`\n\
+                 (`radwasm policy new --sdk-git --sdk-rev`). Change `rev` to move to\n\
+                 another version of the SDK; use the one matching the radwasm controller\n\
+                 that will run the policy."
+            ),
+            Self::Git { url, rev: None } => format!(
+                "`Cargo.toml` fetches the SDK crates from `{url}`, its default branch\n\
+                 (`radwasm policy new --sdk-git`); `Cargo.lock` records the commit the\n\
+                 first build used. Pin a commit with `rev = \"…\"` on both dependencies to\n\
+                 choose the version deliberately (the one matching the radwasm controller\n\
+                 that will run the policy)."
+            ),
+        }
+    }
+}
+
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            '\n' => quoted.push_str("\\n"),
+            '\t' => quoted.push_str("\\t"),
+            c if c.is_control() => quoted.push_str(&format!("\\u{:04X}", c as u32)),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+/// Rust keywords (all editions, reserved ones included): cargo refuses them
+/// as crate names.
+const KEYWORDS: &[&str] = &[
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
+    "return", "self", "static", "struct", "super", "trait", "true", "try", "type", "typeof",
+    "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// Names a policy crate cannot take: Rust's own libraries, the crates it
+/// depends on, names Windows reserves for devices.
+const RESERVED: &[&str] = &[
+    "std",
+    "core",
+    "alloc",
+    "proc_macro",
+    "test",
+    "radwasm_policy_sdk",
+    "radwasm_policy_core",
+    "radwasm_policy_model",
+    "wit_bindgen",
+    "serde",
+    "serde_json",
+    "con",
+    "prn",
+    "aux",
+    "nul",
+    "com1",
+    "lpt1",
+];
+
+/// Longest name accepted (crates.io's limit).
+const MAX_NAME_LEN: usize = 64;
+
+/// Check that `name` is a usable crate name in kebab-case (`_` is accepted
+/// too): lowercase ASCII letters, digits and single separators, starting with
+/// a letter and ending with a letter or digit; not a keyword or a reserved
+/// name.
+pub fn validate_name(name: &str) -> anyhow::Result<()> {
+    let problem = if name.is_empty() {
+        Some("it is empty".to_string())
+    } else if name.len() > MAX_NAME_LEN {
+        Some(format!("it is longer than {MAX_NAME_LEN} characters"))
+    } else if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '_'))
+    {
+        Some(format!(
+            "{c:?} is not allowed (use lowercase letters, digits and -)"
+        ))
+    } else if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        Some("it must start with a letter".to_string())
+    } else if name.ends_with(['-', '_']) {
+        Some("it must end with a letter or a digit".to_string())
+    } else if name.contains("--")
+        || name.contains("__")
+        || name.contains("-_")
+        || name.contains("_-")
+    {
+        Some("separators must not follow each other".to_string())
+    } else {
+        let lib = lib_name(name);
+        if KEYWORDS.contains(&lib.as_str()) {
+            Some("it is a Rust keyword".to_string())
+        } else if RESERVED.contains(&lib.as_str()) {
+            Some(
+                "that name is taken (a Rust library, a dependency, or a reserved file name)"
+                    .to_string(),
+            )
+        } else {
+            None
+        }
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => anyhow::bail!(
+            "{name:?} is not a valid policy name: {problem}; use a crate name in kebab-case such as `team-label-guardrail`"
+        ),
+    }
+}
+
+/// The library's name (`-` becomes `_`): also the `.wasm` file's stem.
+pub fn lib_name(name: &str) -> String {
+    name.replace('-', "_")
+}
+
+/// Identifiers the sample `src/lib.rs` imports; the policy type must differ.
+const SAMPLE_IMPORTS: &[&str] = &[
+    "DesiredTemplateStatus",
+    "TemplatePlanner",
+    "ConditionStatus",
+    "Description",
+    "EventType",
+    "PolicyError",
+    "TemplateAction",
+    "TemplateObservation",
+    "TemplatePhase",
+    "TemplatePlan",
+    "Level",
+    "Policy",
+];
+
+/// The policy type's name: the crate name in UpperCamelCase.
+fn type_name(name: &str) -> String {
+    let camel: String = name
+        .split(['-', '_'])
+        .map(|part| {
+            let mut chars = part.chars();
+            match chars.next() {
+                Some(first) => first.to_ascii_uppercase().to_string() + chars.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect();
+    if SAMPLE_IMPORTS.contains(&camel.as_str()) {
+        format!("{camel}Rules")
+    } else {
+        camel
+    }
+}
+
+/// This repository's workspace manifest, for its guest profile.
+const WORKSPACE_MANIFEST: &str = include_str!("../../../Cargo.toml");
+/// This repository's toolchain file, copied as is.
+const TOOLCHAIN_FILE: &str = include_str!("../../../rust-toolchain.toml");
+
+/// `key = value` lines of one `[section]` of a TOML file, in order
+/// (comments and blank lines left out).
+fn section_entries<'a>(manifest: &'a str, section: &str) -> Vec<(&'a str, &'a str)> {
+    let header = format!("[{section}]");
+    let mut inside = false;
+    let mut entries = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = line == header;
+        } else if inside && !line.is_empty() && !line.starts_with('#') {
+            if let Some((key, value)) = line.split_once('=') {
+                entries.push((key.trim(), value.trim()));
+            }
+        }
+    }
+    entries
+}
+
+/// The settings of the workspace's `guest` profile with what it inherits
+/// from `release` resolved, as `key = value` lines for a `[profile.release]`.
+pub fn release_profile() -> String {
+    let mut settings: Vec<(&str, &str)> = section_entries(WORKSPACE_MANIFEST, "profile.release");
+    for (key, value) in section_entries(WORKSPACE_MANIFEST, "profile.guest") {
+        if key == "inherits" {
+            continue;
+        }
+        match settings.iter_mut().find(|(k, _)| *k == key) {
+            Some(setting) => setting.1 = value,
+            None => settings.push((key, value)),
+        }
+    }
+    settings
+        .iter()
+        .map(|(key, value)| format!("{key} = {value}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One file of a scaffold: its path in the crate and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScaffoldFile {
+    pub path: &'static str,
+    pub text: String,
+}
+
+/// The scaffold's files for `name`, with the SDK from `source`.
+pub fn render(name: &str, source: &SdkSource) -> Vec<ScaffoldFile> {
+    let lib = lib_name(name);
+    let type_name = type_name(name);
+    let dependencies = source.dependencies();
+    let release_profile = release_profile();
+    let sdk_source = source.readme_text();
+    let fill = |template: &str| {
+        template
+            .replace("{{crate_name}}", name)
+            .replace("{{lib_name}}", &lib)
+            .replace("{{type_name}}", &type_name)
+            .replace("{{sdk_dependencies}}", &dependencies)
+            .replace("{{release_profile}}", &release_profile)
+            .replace("{{sdk_source}}", &sdk_source)
+    };
+    let files: [(&'static str, &str); 9] = [
+        ("Cargo.toml", include_str!("scaffold/Cargo.toml.tmpl")),
+        ("rust-toolchain.toml", TOOLCHAIN_FILE),
+        (
+            ".cargo/config.toml",
+            include_str!("scaffold/config.toml.tmpl"),
+        ),
+        (".gitignore", include_str!("scaffold/gitignore.tmpl")),
+        ("src/lib.rs", include_str!("scaffold/lib.rs.tmpl")),
+        ("README.md", include_str!("scaffold/README.md.tmpl")),
+        (
+            "cases/01-template-without-team-label-is-refused.json",
+            include_str!("scaffold/cases/01-template-without-team-label-is-refused.json"),
+        ),
+        (
+            "cases/02-template-with-team-label-deploys-like-the-default.json",
+            include_str!(
+                "scaffold/cases/02-template-with-team-label-deploys-like-the-default.json"
+            ),
+        ),
+        (
+            "cases/03-deletion-is-never-blocked.json",
+            include_str!("scaffold/cases/03-deletion-is-never-blocked.json"),
+        ),
+    ];
+    files
+        .into_iter()
+        .map(|(path, template)| ScaffoldFile {
+            path,
+            text: fill(template),
+        })
+        .collect()
+}
+
+/// Refuse a path that is a file, or a directory with anything in it.
+fn ensure_empty_or_absent(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            anyhow::ensure!(
+                entries.next().is_none(),
+                "{} is not empty; refusing to write a policy crate into it (give a new or empty directory with --dir)",
+                dir.display()
+            );
+            Ok(())
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(_) if dir.exists() => anyhow::bail!(
+            "{} exists and is not a directory; refusing to overwrite it",
+            dir.display()
+        ),
+        Err(error) => Err(error).with_context(|| format!("{}: cannot read it", dir.display())),
+    }
+}
+
+pub fn run(args: &NewArgs) -> anyhow::Result<ExitCode> {
+    validate_name(&args.name)?;
+    let source = SdkSource::from_args(args)?;
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
+    ensure_empty_or_absent(&dir)?;
+    let files = render(&args.name, &source);
+    for file in &files {
+        let path = dir.join(file.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("{}: cannot create the directory", parent.display()))?;
+        }
+        std::fs::write(&path, &file.text)
+            .with_context(|| format!("{}: cannot write the file", path.display()))?;
+    }
+    let mut written: Vec<&str> = files.iter().map(|file| file.path).collect();
+    if let SdkSource::Path(root) = &source {
+        let lock = root.join("Cargo.lock");
+        if lock.is_file() {
+            std::fs::copy(&lock, dir.join("Cargo.lock"))
+                .with_context(|| format!("copy {} into {}", lock.display(), dir.display()))?;
+            written.push("Cargo.lock");
+        }
+    }
+    let wasm = format!("target/wasm32-wasip2/release/{}.wasm", lib_name(&args.name));
+    println!("created policy {} in {}:", args.name, dir.display());
+    for path in written {
+        println!("  {path}");
+    }
+    println!();
+    println!("build, check and test it:");
+    println!("  cd {}", dir.display());
+    println!("  cargo build --release");
+    println!("  radwasm policy check {wasm}");
+    println!("  radwasm policy test {wasm} cases/");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kebab_case_crate_names_are_accepted() {
+        for name in [
+            "my-policy",
+            "team-label-guardrail",
+            "p",
+            "guard2",
+            "snake_case_too",
+        ] {
+            validate_name(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn names_that_are_not_crate_names_are_refused_with_the_reason() {
+        for (name, reason) in [
+            ("", "empty"),
+            ("My-Policy", "'M' is not allowed"),
+            ("my policy", "' ' is not allowed"),
+            ("../escape", "'.' is not allowed"),
+            ("2fast", "start with a letter"),
+            ("-x", "start with a letter"),
+            ("trailing-", "end with a letter"),
+            ("double--dash", "separators"),
+            ("fn", "keyword"),
+            ("async", "keyword"),
+            ("self", "keyword"),
+            ("std", "taken"),
+            ("radwasm-policy-sdk", "taken"),
+            ("con", "taken"),
+            (&"x".repeat(65), "longer than 64"),
+        ] {
+            let error = validate_name(name).expect_err(name).to_string();
+            assert!(error.contains(reason), "{name}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_policy_type_is_the_name_in_camel_case_and_never_shadows_an_import() {
+        assert_eq!(type_name("team-label-guardrail"), "TeamLabelGuardrail");
+        assert_eq!(type_name("a_b2-c"), "AB2C");
+        assert_eq!(type_name("policy"), "PolicyRules");
+        assert_eq!(type_name("level"), "LevelRules");
+    }
+
+    #[test]
+    fn the_release_profile_is_the_guest_profile_with_inheritance_resolved() {
+        let profile = release_profile();
+        let guest = section_entries(WORKSPACE_MANIFEST, "profile.guest");
+        assert!(
+            !guest.is_empty(),
+            "the root Cargo.toml has no [profile.guest]"
+        );
+        for (key, value) in guest {
+            if key != "inherits" {
+                assert!(
+                    profile
+                        .lines()
+                        .any(|line| line == format!("{key} = {value}")),
+                    "{key} = {value} missing from\n{profile}"
+                );
+            }
+        }
+        assert!(!profile.contains("inherits"), "{profile}");
+        // What guests need whatever the root says about release.
+        for needed in ["lto = true", "codegen-units = 1", "panic = \"abort\""] {
+            assert!(profile.lines().any(|l| l == needed), "{needed}: {profile}");
+        }
+        let debug: Vec<&str> = profile
+            .lines()
+            .filter(|l| l.starts_with("debug "))
+            .collect();
+        assert!(debug.len() <= 1, "{profile}");
+    }
+
+    #[test]
+    fn the_scaffold_uses_the_rustflags_host_build_rs_builds_guests_with() {
+        let build_rs = include_str!("../../build.rs");
+        let flags = build_rs
+            .lines()
+            .find_map(|line| line.strip_prefix("const GUEST_RUSTFLAGS: &str = "))
+            .expect("GUEST_RUSTFLAGS in host/build.rs")
+            .trim_end_matches(';')
+            .trim_matches('"')
+            .split("\\x1f")
+            .map(|flag| format!("{flag:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let config = include_str!("scaffold/config.toml.tmpl");
+        assert!(
+            config.contains(&format!("rustflags = [{flags}]")),
+            "scaffold/config.toml.tmpl's rustflags differ from host/build.rs's GUEST_RUSTFLAGS ({flags})"
+        );
+    }
+
+    #[test]
+    fn every_placeholder_is_filled_and_paths_are_toml_strings() {
+        let sources = [
+            SdkSource::Path(PathBuf::from("/checkouts/rad \"wasm\"\\x")),
+            SdkSource::Git {
+                url: "https://git.example.com/radwasm.git".into(),
+                rev: Some("0123abc".into()),
+            },
+            SdkSource::Git {
+                url: "https://git.example.com/radwasm.git".into(),
+                rev: None,
+            },
+        ];
+        for source in &sources {
+            let files = render("team-guard", source);
+            for file in &files {
+                assert!(!file.text.contains("{{"), "{}: {}", file.path, file.text);
+            }
+            let manifest = &files.iter().find(|f| f.path == "Cargo.toml").unwrap().text;
+            assert!(manifest.contains("name = \"team-guard\""), "{manifest}");
+            assert!(manifest.contains("crate-type = [\"cdylib\"]"), "{manifest}");
+            assert!(manifest.contains("\n[workspace]\n"), "{manifest}");
+            let lib = &files.iter().find(|f| f.path == "src/lib.rs").unwrap().text;
+            assert!(lib.contains("struct TeamGuard;"), "{lib}");
+            assert!(lib.contains("export_policy!(TeamGuard)"), "{lib}");
+            let readme = &files.iter().find(|f| f.path == "README.md").unwrap().text;
+            assert!(readme.contains("release/team_guard.wasm"), "{readme}");
+        }
+        let manifest = &render("p", &sources[0])[0].text;
+        assert!(
+            manifest.contains(
+                r#"radwasm-policy-sdk = { path = "/checkouts/rad \"wasm\"\\x/guests/policy-sdk" }"#
+            ),
+            "{manifest}"
+        );
+        let manifest = &render("p", &sources[1])[0].text;
+        assert!(
+            manifest.contains(
+                r#"radwasm-policy-core = { git = "https://git.example.com/radwasm.git", rev = "0123abc" }"#
+            ),
+            "{manifest}"
+        );
+    }
+
+    #[test]
+    fn the_toolchain_file_is_the_repositorys() {
+        let files = render("p", &SdkSource::Path(PathBuf::from("/x")));
+        let toolchain = &files
+            .iter()
+            .find(|f| f.path == "rust-toolchain.toml")
+            .unwrap()
+            .text;
+        assert!(toolchain.contains("wasm32-wasip2"), "{toolchain}");
+        assert!(toolchain.contains("channel = "), "{toolchain}");
+    }
+}

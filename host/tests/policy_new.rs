@@ -1,0 +1,257 @@
+//! `radwasm policy new` as a policy author outside this repository uses it:
+//! scaffold a crate with the real binary, build it with cargo in its own
+//! directory with the one documented command, and check and test the
+//! component it produces with `radwasm policy check|test`.
+//!
+//! The build runs offline: the scaffold's `Cargo.lock` is this repository's
+//! (copied by `--sdk-path`), so every crate it needs is the one this
+//! repository's own build already downloaded. Its target directory is
+//! `target/scaffold-test` (under `CARGO_TARGET_DIR` if set), kept between
+//! runs, so only the first run compiles the SDK's dependencies.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Instant;
+
+fn radwasm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_radwasm"))
+        .args(args)
+        .output()
+        .expect("run radwasm")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
+}
+
+fn scaffold_target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target"))
+        .join("scaffold-test")
+}
+
+/// `cargo` as the user runs it, in `dir`: nothing of the outer build (the
+/// toolchain it chose, its flags, its target directory, clippy's wrapper)
+/// may leak in; the scaffold's own toolchain file and config decide.
+fn user_cargo(dir: &Path) -> Command {
+    let mut command = Command::new("cargo");
+    command.current_dir(dir);
+    for variable in [
+        "RUSTUP_TOOLCHAIN",
+        "RUSTC",
+        "RUSTDOC",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET_DIR",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_MAKEFLAGS",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_LLVM_COV",
+        "LLVM_PROFILE_FILE",
+    ] {
+        command.env_remove(variable);
+    }
+    command
+}
+
+#[test]
+fn a_scaffolded_policy_builds_on_its_own_and_passes_check_and_its_cases() {
+    let work = tempfile::tempdir().expect("temporary directory");
+    let dir = work.path().join("team-label-guardrail");
+    let repo = repo();
+    let output = radwasm(&[
+        "policy",
+        "new",
+        "team-label-guardrail",
+        "--dir",
+        &dir.display().to_string(),
+        "--sdk-path",
+        &repo.display().to_string(),
+    ]);
+    assert!(output.status.success(), "{}", text(&output));
+    for file in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "rust-toolchain.toml",
+        ".cargo/config.toml",
+        "src/lib.rs",
+        "README.md",
+    ] {
+        assert!(
+            dir.join(file).is_file(),
+            "{file} missing: {}",
+            text(&output)
+        );
+    }
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
+    let sdk = repo.canonicalize().expect("repo").join("guests/policy-sdk");
+    assert!(
+        manifest.contains(&format!("path = \"{}\"", sdk.display())),
+        "{manifest}"
+    );
+
+    // The one command the scaffold's README gives.
+    let target_dir = scaffold_target_dir();
+    let started = Instant::now();
+    let build = user_cargo(&dir)
+        .args(["build", "--release", "--offline"])
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .output()
+        .expect("run cargo");
+    eprintln!(
+        "building the scaffold took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        build.status.success(),
+        "cargo build --release --offline in the scaffold failed:\n{}",
+        text(&build)
+    );
+    let wasm = target_dir.join("wasm32-wasip2/release/team_label_guardrail.wasm");
+    assert!(wasm.is_file(), "{} was not built", wasm.display());
+    let wasm = wasm.display().to_string();
+
+    let check = radwasm(&["policy", "check", &wasm]);
+    let all = text(&check);
+    assert!(check.status.success(), "{all}");
+    assert!(
+        all.contains("policy:      team-label-guardrail@0.1.0"),
+        "{all}"
+    );
+    assert!(all.contains("radapp:policy/policy@0.2.0"), "{all}");
+
+    let cases = dir.join("cases").display().to_string();
+    let test = radwasm(&["policy", "test", &wasm, &cases]);
+    let all = text(&test);
+    assert!(test.status.success(), "{all}");
+    assert!(all.contains("3 passed, 0 failed"), "{all}");
+
+    // The sample rule logs through the SDK's `log`.
+    let case =
+        std::fs::read_to_string(dir.join("cases/01-template-without-team-label-is-refused.json"))
+            .expect("case 01");
+    let case: serde_json::Value = serde_json::from_str(&case).expect("case 01 is JSON");
+    let observation = work.path().join("observation.json");
+    std::fs::write(&observation, case["observation"].to_string()).expect("write observation");
+    let run = radwasm(&[
+        "policy",
+        "run",
+        &wasm,
+        "--observation",
+        &observation.display().to_string(),
+    ]);
+    let all = text(&run);
+    assert!(run.status.success(), "{all}");
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("guest Info: default/app: no \"team\" label"),
+        "{all}"
+    );
+    assert!(all.contains("MissingTeamLabel"), "{all}");
+}
+
+#[test]
+fn new_refuses_a_bad_name_a_missing_sdk_source_and_a_non_empty_directory() {
+    let work = tempfile::tempdir().expect("temporary directory");
+    let repo = repo().display().to_string();
+    let into = |name: &str| work.path().join(name).display().to_string();
+
+    let output = radwasm(&[
+        "policy",
+        "new",
+        "My Policy",
+        "--dir",
+        &into("a"),
+        "--sdk-path",
+        &repo,
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("not a valid policy name"),
+        "{}",
+        text(&output)
+    );
+
+    let output = radwasm(&["policy", "new", "fine", "--dir", &into("b")]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("--sdk-path"), "{}", text(&output));
+
+    let output = radwasm(&[
+        "policy",
+        "new",
+        "fine",
+        "--dir",
+        &into("c"),
+        "--sdk-path",
+        &work.path().display().to_string(),
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("not a checkout"),
+        "{}",
+        text(&output)
+    );
+    for dir in ["a", "b", "c"] {
+        assert!(!work.path().join(dir).exists(), "{dir} was created");
+    }
+
+    let taken = work.path().join("taken");
+    std::fs::create_dir(&taken).expect("mkdir");
+    std::fs::write(taken.join("notes.txt"), "mine").expect("write");
+    let output = radwasm(&[
+        "policy",
+        "new",
+        "fine",
+        "--dir",
+        &taken.display().to_string(),
+        "--sdk-path",
+        &repo,
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("is not empty"), "{}", text(&output));
+    let entries = std::fs::read_dir(&taken).expect("read dir").count();
+    assert_eq!(entries, 1, "files were written into a non-empty directory");
+
+    // An empty directory is fine; a git source is written as such.
+    let empty = work.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let output = radwasm(&[
+        "policy",
+        "new",
+        "fine",
+        "--dir",
+        &empty.display().to_string(),
+        "--sdk-git",
+        "https://git.example.com/radwasm.git",
+        "--sdk-rev",
+        "0123456789abcdef",
+    ]);
+    assert!(output.status.success(), "{}", text(&output));
+    let manifest = std::fs::read_to_string(empty.join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        manifest.contains(
+            r#"radwasm-policy-sdk = { git = "https://git.example.com/radwasm.git", rev = "0123456789abcdef" }"#
+        ),
+        "{manifest}"
+    );
+    assert!(
+        !empty.join("Cargo.lock").exists(),
+        "a lock file without a checkout"
+    );
+}
