@@ -12,6 +12,8 @@ mod policies;
 mod radius_shape;
 mod rbac;
 mod realkube;
+#[path = "../support/registry.rs"]
+mod registry;
 mod scenarios;
 mod sharding;
 mod truth;

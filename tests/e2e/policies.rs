@@ -615,3 +615,87 @@ async fn decisions_recorded_in_a_run_replay_in_full_agreement_with_the_same_poli
     assert_eq!(other.status.code(), Some(1), "{text}");
     assert!(text.contains("startDeployment"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_pulled_from_a_registry_decides_and_stays_when_the_registry_goes() {
+    let mut registry = crate::registry::Registry::start();
+    let options = registry.options();
+    let pushed = radwasm::policy::oci::push(
+        &registry.reference("policies/guardrail:v1"),
+        &guest("image-tag-guardrail"),
+        &options,
+    )
+    .await
+    .expect("push the guardrail");
+    let system = System::start(&["--policy-insecure-registry", &registry.addr]).await;
+    let select = format!("oci-{}", short(&system));
+    let policy = create_policy(
+        &system,
+        "from-registry",
+        json!({"module": {"oci": pushed.reference},
+               "objectSelector": {"matchLabels": {"policy": select}}}),
+    )
+    .await;
+    let loaded = wait_policy(&system, &policy, "True", "Loaded").await;
+    assert_eq!(
+        loaded.status.and_then(|s| s.name).as_deref(),
+        Some("image-tag-guardrail")
+    );
+    system
+        .create(&labelled("first", &[("policy", &select)]))
+        .await;
+    let failed = system.wait_phase("first", "Failed").await;
+    assert_eq!(
+        failed
+            .status
+            .and_then(|s| s.policy)
+            .and_then(|p| p.reconcile_policy),
+        Some(policy.clone())
+    );
+
+    // A digest the registry does not hold: refused, nothing loaded.
+    let unknown = create_policy(
+        &system,
+        "unknown-digest",
+        json!({"module": {"oci": registry.reference(&format!("policies/guardrail@sha256:{}", "0".repeat(64)))},
+               "objectSelector": {"matchLabels": {"policy": "nothing"}}}),
+    )
+    .await;
+    wait_policy(&system, &unknown, "False", "FetchFailed").await;
+
+    // The registry goes away; the policy is pointed at another version.
+    // The fetch fails, the status says so, and the guardrail stays.
+    let default_digest = radwasm::policy::oci::sha256_digest(&guest("default-policy"));
+    registry.stop();
+    let patch = json!({"spec": {"module": {"oci": registry.reference(&format!("policies/default@{default_digest}"))}}});
+    policies(&system.client)
+        .patch(
+            &policy,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .expect("point the policy elsewhere");
+    let refused = wait_policy(&system, &policy, "True", "CandidateRefused").await;
+    let status = refused.status.expect("status");
+    assert_eq!(status.name.as_deref(), Some("image-tag-guardrail"));
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("FetchFailed")),
+        "{:?}",
+        status.last_error
+    );
+    system
+        .create(&labelled("second", &[("policy", &select)]))
+        .await;
+    let failed = system.wait_phase("second", "Failed").await;
+    assert_eq!(
+        failed.status.and_then(|s| s.policy).map(|p| p.name),
+        Some("image-tag-guardrail".to_string())
+    );
+    assert_eq!(system.radius().stats().deployment_puts, 0);
+    delete_policies(&system, &[&policy, &unknown]).await;
+    system.shutdown().await;
+}
