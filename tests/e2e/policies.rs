@@ -699,3 +699,171 @@ async fn a_policy_pulled_from_a_registry_decides_and_stays_when_the_registry_goe
     delete_policies(&system, &[&policy, &unknown]).await;
     system.shutdown().await;
 }
+
+/// `component` with a custom section appended (named `radwasm-test`,
+/// holding `tag`): the same policy, another digest.
+fn with_custom_section(component: &[u8], tag: &str) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = b"radwasm-test";
+    let mut payload = Vec::new();
+    leb(name.len(), &mut payload);
+    payload.extend_from_slice(name);
+    payload.extend_from_slice(tag.as_bytes());
+    let mut out = component.to_vec();
+    out.push(0);
+    leb(payload.len(), &mut out);
+    out.extend_from_slice(&payload);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_swaps_under_load_lose_no_reconcile_and_a_bad_candidate_never_decides() {
+    let system = System::start(&[]).await;
+    let count = if system.cluster.is_some() { 60 } else { 200 };
+    let select = format!("load-{}", short(&system));
+    let versions: Vec<Vec<u8>> = (0..=10)
+        .map(|i| with_custom_section(&guest("default-policy"), &format!("version {i}")))
+        .collect();
+    let digests: Vec<String> = versions
+        .iter()
+        .map(|v| radwasm::policy::digest(v))
+        .collect();
+    put_module(&system, "swapped", versions[0].clone()).await;
+    let policy = create_policy(
+        &system,
+        "swapped",
+        json!({"module": module_from(&system, "swapped"),
+               "objectSelector": {"matchLabels": {"policy": select}}}),
+    )
+    .await;
+    wait_policy(&system, &policy, "True", "Loaded").await;
+    // Every digest any template's status ever names, from a watch.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let watch = {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let seen = seen.clone();
+        let stream = watcher(system.templates(), watcher::Config::default())
+            .default_backoff()
+            .applied_objects();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                if let Some(digest) = event
+                    .ok()
+                    .and_then(|t| t.status)
+                    .and_then(|s| s.policy)
+                    .map(|p| p.digest)
+                    && let Ok(mut seen) = seen.lock()
+                {
+                    seen.insert(digest);
+                }
+            }
+        })
+    };
+    for i in 0..count {
+        system
+            .create(&labelled(&format!("t{i:03}"), &[("policy", &select)]))
+            .await;
+    }
+    // Twenty swaps while the templates deploy and are woken again: good
+    // versions and broken candidates alternate.
+    let mut good = 0;
+    for round in 0..20 {
+        if round % 2 == 0 {
+            good = round / 2 + 1;
+            put_module(&system, "swapped", versions[good].clone()).await;
+            let digest = format!("sha256:{}", digests[good]);
+            eventually(
+                &format!("version {good} loaded"),
+                Duration::from_secs(60),
+                || async {
+                    let object = policies(&system.client).get(&policy).await?;
+                    Ok(object.status.filter(|s| {
+                        s.digest.as_deref() == Some(digest.as_str()) && s.last_error.is_none()
+                    }))
+                },
+            )
+            .await;
+        } else {
+            put_module(
+                &system,
+                "swapped",
+                format!("broken candidate {round}").into_bytes(),
+            )
+            .await;
+            wait_policy(&system, &policy, "True", "CandidateRefused").await;
+        }
+        // Wake a tenth of the templates with a label change.
+        for i in (round..count).step_by(10) {
+            let patch = json!({"metadata": {"labels": {"round": round.to_string()}}});
+            system
+                .templates()
+                .patch(
+                    &format!("t{i:03}"),
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+                .expect("label a template");
+        }
+    }
+    // The last good version decides for every template, each deployed once.
+    let last = digests[good].clone();
+    assert_eq!(good, 10);
+    for i in 0..count {
+        let name = format!("t{i:03}");
+        system.wait_phase(&name, "Ready").await;
+        let template = eventually(
+            &format!("{name} decided by the last good version"),
+            Duration::from_secs(60),
+            || async {
+                let template = system.templates().get(&name).await?;
+                let digest = template
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.policy.as_ref())
+                    .map(|p| p.digest.clone());
+                Ok((digest.as_deref() == Some(last.as_str())).then_some(template))
+            },
+        )
+        .await;
+        assert_eq!(deployments_of(&system, &name), 1, "{name}");
+        drop(template);
+    }
+    watch.abort();
+    let seen = seen.lock().expect("seen").clone();
+    let known: std::collections::BTreeSet<String> = digests.iter().cloned().collect();
+    assert!(
+        seen.is_subset(&known),
+        "a digest that is not a good version decided: {:?}",
+        seen.difference(&known).collect::<Vec<_>>()
+    );
+    let metrics = system.metrics().await;
+    let failed: Vec<&str> = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("radwasm_reconciles_total")
+                && l.contains("outcome=\"error\"")
+                && !l.ends_with(" 0")
+        })
+        .collect();
+    assert!(failed.is_empty(), "reconciles failed: {failed:?}");
+    let failures: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("radwasm_decision_failures_total") && !l.ends_with(" 0"))
+        .collect();
+    assert!(failures.is_empty(), "decisions failed: {failures:?}");
+    delete_policies(&system, &[&policy]).await;
+    system.shutdown().await;
+}
