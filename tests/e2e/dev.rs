@@ -259,3 +259,56 @@ fn dev_prints_the_api_servers_message_for_a_refused_manifest_not_a_debug_dump() 
         "a debug dump: {stderr}"
     );
 }
+
+#[test]
+fn dev_applies_reconcile_policies_first_and_they_decide() {
+    use base64::Engine;
+    // The guardrail, from a ConfigMap, for templates labelled team=strict;
+    // the example pins its image, so only an unpinned copy is refused.
+    let guardrail = std::fs::read(format!(
+        "{}/image-tag-guardrail.wasm",
+        env!("RADWASM_GUEST_DIR")
+    ))
+    .expect("guardrail guest");
+    let example = radwasm::cli::dev::EXAMPLE_APP.replace("samples/demo:0.42", "samples/demo");
+    assert_ne!(example, radwasm::cli::dev::EXAMPLE_APP);
+    let example = example.replacen(
+        "  name: demo\n",
+        "  name: demo\n  labels: {team: strict}\n",
+        1,
+    );
+    let manifests = format!(
+        "{example}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: guardrail, namespace: default}}\n\
+         binaryData:\n  policy.wasm: {}\n---\napiVersion: radwasm.io/v1alpha1\nkind: ReconcilePolicy\n\
+         metadata: {{name: strict}}\nspec:\n  module: {{configMap: {{namespace: default, name: guardrail, key: policy.wasm}}}}\n\
+         \x20 objectSelector: {{matchLabels: {{team: strict}}}}\n",
+        base64::engine::general_purpose::STANDARD.encode(&guardrail)
+    );
+    let dev = Dev::start(&[], &[("strict.yaml", &manifests)]);
+    let (status, output) = dev.finish(Duration::from_secs(120));
+    assert!(!status.success(), "{output}");
+    assert!(
+        output.contains("policy          strict: Loaded"),
+        "{output}"
+    );
+    let policy_line = output.find("policy          strict:").expect("policy line");
+    let template_line = output
+        .find("applied         DeploymentTemplate")
+        .expect("template applied");
+    assert!(
+        policy_line < template_line,
+        "the template waited for its policy\n{output}"
+    );
+    assert!(
+        output.contains("demo Failed") && output.contains("pin a version"),
+        "{output}"
+    );
+}
+
+#[test]
+fn dev_with_no_example_starts_empty() {
+    let dev = Dev::start(&["--no-example"], &[]);
+    let (status, output) = dev.finish(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}\n{output}");
+    assert!(output.contains("all 0 templates Ready"), "{output}");
+}

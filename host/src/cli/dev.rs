@@ -30,8 +30,15 @@ pub const EXAMPLE_APP: &str = include_str!("../../../deploy/examples/app.yaml");
 #[derive(Debug, Args)]
 pub struct DevArgs {
     /// Manifests to apply (YAML, multi-document); the bundled example
-    /// application when none are given.
+    /// application when none are given. `ReconcilePolicy` objects (and
+    /// everything else that is not a `DeploymentTemplate`) are applied
+    /// first, and the templates once every policy has loaded or been
+    /// refused.
     pub manifests: Vec<PathBuf>,
+    /// Start with nothing applied instead of the bundled example (with
+    /// `--stay`: an empty sandbox to apply manifests to with kubectl).
+    #[arg(long, conflicts_with = "manifests")]
+    pub no_example: bool,
     #[command(flatten)]
     pub controller: ControllerArgs,
     /// Keep running after the templates settle, for kubectl; stop with Ctrl-C.
@@ -66,7 +73,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
 async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     // Read the manifests first: a typo should fail before anything starts.
     let mut documents = Vec::new();
-    if args.manifests.is_empty() {
+    if args.manifests.is_empty() && !args.no_example {
         documents.extend(parse_manifests(
             "deploy/examples/app.yaml (bundled)",
             EXAMPLE_APP,
@@ -217,7 +224,17 @@ async fn apply(
         .await
         .context("API discovery")?;
     let mut templates = Vec::new();
-    for document in documents {
+    // Templates last, once the policies that may decide for them are loaded.
+    let is_template = |document: &&serde_json::Value| {
+        document.get("kind").and_then(|k| k.as_str()) == Some("DeploymentTemplate")
+    };
+    let (later, first): (Vec<&serde_json::Value>, Vec<&serde_json::Value>) =
+        documents.iter().partition(is_template);
+    let mut policies = Vec::new();
+    for document in first.iter().chain(later.iter()).copied() {
+        if is_template(&document) && !policies.is_empty() {
+            wait_for_policies(client, &std::mem::take(&mut policies)).await?;
+        }
         let object: DynamicObject =
             serde_json::from_value(document.clone()).context("reading a manifest")?;
         let types = object.types.clone().unwrap_or_default();
@@ -253,9 +270,39 @@ async fn apply(
         println!("applied         {} {namespace}/{name}", types.kind);
         if types.kind == "DeploymentTemplate" {
             templates.push((namespace, name));
+        } else if types.kind == "ReconcilePolicy" {
+            policies.push(name);
         }
     }
     Ok(templates)
+}
+
+/// Wait (at most 60 s) until each policy's status says it loaded a version
+/// or why not.
+async fn wait_for_policies(client: &Client, names: &[String]) -> anyhow::Result<()> {
+    use crate::reconcile_policy::ReconcilePolicy;
+    let api: Api<ReconcilePolicy> = Api::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for name in names {
+        loop {
+            let policy = api.get(name).await?;
+            let ready = policy
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+            match ready {
+                Some(c) if c.reason != "Loading" => {
+                    println!("policy          {name}: {} ({})", c.reason, c.message);
+                    break;
+                }
+                _ if Instant::now() > deadline => {
+                    bail!("ReconcilePolicy {name} did not load within 60 s")
+                }
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+    Ok(())
 }
 
 enum Outcome {
@@ -274,6 +321,10 @@ async fn follow(
     shutdown: &CancellationToken,
     radius: &radwasm_sim_radius::RadiusSim,
 ) -> Outcome {
+    if applied.is_empty() {
+        // Nothing to wait for (`--no-example`).
+        return Outcome::AllReady;
+    }
     let started = Instant::now();
     let templates: Api<DeploymentTemplate> = Api::all(client.clone());
     let resources: Api<DeploymentResource> = Api::all(client.clone());
