@@ -455,34 +455,27 @@ fn settle_or_deploy(
         return;
     }
 
-    // A failure the host wrote (no policy decided, or its plan was refused)
-    // is not this policy's answer to this spec: decide afresh.
-    let host_failure = status.conditions.iter().any(|c| {
-        c.kind == radwasm_policy_model::READY_CONDITION
-            && radwasm_policy_model::HOST_FAILURE_REASONS.contains(&c.reason.as_str())
-    });
-    if status.phase == Some(TemplatePhase::Failed)
-        && status.observed_generation == generation
-        && !host_failure
-    {
+    if status.phase == Some(TemplatePhase::Failed) && status.observed_generation == generation {
         // Failed at this generation. A deployment of this very spec that
-        // Radius failed is retried with backoff (the host says how long ago
-        // it failed); anything else (an invalid spec, a refusal by this
-        // policy) waits for the spec to change: the same input gives the
-        // same answer.
-        let Some(failure) = observation
+        // Radius failed (or refused) is retried with backoff (the host says
+        // how long ago it failed), or never. Any other failure is decided
+        // afresh: one the host wrote (no policy decided, or its plan was
+        // refused), a custom rule's refusal, which may read labels or
+        // annotations (they change without a new generation), an invalid
+        // annotation. The same input gives the same answer, so deciding
+        // again costs a decision and writes nothing.
+        if let Some(failure) = observation
             .last_failure
             .as_ref()
             .filter(|failure| failure.subject == observation.spec_hash)
-        else {
-            return;
-        };
-        let Some(delay) = retry.delay_ms(failure.count) else {
-            return;
-        };
-        if failure.age_ms < delay {
-            plan.requeue(u32::try_from(delay - failure.age_ms).unwrap_or(u32::MAX));
-            return;
+        {
+            let Some(delay) = retry.delay_ms(failure.count) else {
+                return;
+            };
+            if failure.age_ms < delay {
+                plan.requeue(u32::try_from(delay - failure.age_ms).unwrap_or(u32::MAX));
+                return;
+            }
         }
     }
 

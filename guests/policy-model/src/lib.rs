@@ -28,14 +28,6 @@ pub const RESOURCE_FINALIZER: &str = "radapp.io/deployment-resource-finalizer";
 /// The standard condition type kept in both kinds' status.
 pub const READY_CONDITION: &str = "Ready";
 
-/// Reasons of a `Ready=False` condition the host writes itself, when no plan
-/// came from a policy: the named policy is missing or not Ready
-/// (`PolicyNotReady`), the guest trapped, ran out of fuel or refused to
-/// decide (`PolicyFailed`), or the guard rails refused its plan
-/// (`PlanRejected`). Such a failure says nothing about the spec: a policy
-/// that decides later (a new version, another policy) decides afresh.
-pub const HOST_FAILURE_REASONS: [&str; 3] = ["PolicyNotReady", "PolicyFailed", "PlanRejected"];
-
 /// Annotation names understood by the default policy.
 pub mod annotations {
     /// `manage` (default), `skip` or `detach-on-delete`.
@@ -71,6 +63,19 @@ pub mod annotations {
 
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
+
+/// The JSON Schema of a JSON-text field (`json_text`): JSON text in a
+/// string, or the same value written inline, as fixture files may.
+#[cfg(feature = "schema")]
+fn json_text_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "JSON text in a string, or the same JSON value written inline",
+        "anyOf": [
+            {"type": "string"},
+            {"type": ["object", "array", "number", "boolean", "null"]}
+        ]
+    })
+}
 
 macro_rules! model {
     ($($item:item)*) => {
@@ -230,10 +235,13 @@ model! {
     #[derive(Default)]
     pub struct TemplateSpec {
         #[serde(deserialize_with = "json_text::deserialize")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "json_text_schema"))]
         pub template: String,
         #[serde(deserialize_with = "json_text::deserialize")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "json_text_schema"))]
         pub parameters: String,
         #[serde(deserialize_with = "json_text::deserialize")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "json_text_schema"))]
         pub provider_config: String,
     }
 
@@ -377,6 +385,7 @@ model! {
         #[serde(default)]
         pub annotations: BTreeMap<String, String>,
         #[serde(default, deserialize_with = "json_text::deserialize")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "json_text_schema"))]
         pub provider_config: String,
     }
 

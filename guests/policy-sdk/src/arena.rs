@@ -11,7 +11,7 @@
 //! [`STATIC_ARENA_BYTES`], which the linker places in the guest's initial
 //! memory, so a typical decision never calls `memory.grow` (growing memory
 //! costs the host a page-protection change on every instantiation). Past it,
-//! memory comes from `memory.grow` in chunks of at least [`MIN_GROW_PAGES`];
+//! memory comes from `memory.grow` in chunks of at least four pages (256 KiB);
 //! never from the region the linker left for libc's own `malloc`. A `dealloc`
 //! or `realloc` of the most recent allocation is done in place, which covers
 //! the common `Vec`/`String` growth pattern; anything else stays in the arena

@@ -41,12 +41,10 @@
 
 /// The observation and plan types of the policy contract
 /// (`radwasm-policy-model`): what a decision is given
-/// ([`TemplateObservation`](model::TemplateObservation),
-/// [`ResourceObservation`](model::ResourceObservation)) and what it returns
-/// ([`TemplatePlan`](model::TemplatePlan), [`ResourcePlan`](model::ResourcePlan),
-/// or a [`PolicyError`](model::PolicyError)). Re-exported so that a policy
-/// needs no dependency of its own on the model crate, and always gets the
-/// version the SDK converts from and to.
+/// ([`TemplateObservation`], [`ResourceObservation`]) and what it returns
+/// ([`TemplatePlan`], [`ResourcePlan`], or a [`PolicyError`]). Re-exported so
+/// that a policy needs no dependency of its own on the model crate, and
+/// always gets the version the SDK converts from and to.
 pub use radwasm_policy_model as model;
 
 #[doc(hidden)]
