@@ -7,12 +7,9 @@
 //! `.ci/run` installs it). Without it these tests fail and say so: they are
 //! never skipped silently.
 
-use std::fs::File;
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 use radwasm::policy::embedded::DEFAULT_POLICY;
 use radwasm::policy::oci::{self, Credentials, OciError, OciOptions};
@@ -22,7 +19,7 @@ const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 
 #[path = "../../tests/support/registry.rs"]
 mod registry;
-use registry::{HTPASSWD, PASSWORD, Registry, USER};
+use registry::{PASSWORD, Registry, USER};
 
 fn radwasm(args: &[&str]) -> Output {
     radwasm_with(args, &[], None)

@@ -141,7 +141,7 @@ fn a_scaffolded_policy_builds_on_its_own_and_passes_check_and_its_cases() {
     let test = radwasm(&["policy", "test", &wasm, &cases]);
     let all = text(&test);
     assert!(test.status.success(), "{all}");
-    assert!(all.contains("3 passed, 0 failed"), "{all}");
+    assert!(all.contains("4 passed, 0 failed"), "{all}");
 
     // The sample rule logs through the SDK's `log`.
     let case =

@@ -231,7 +231,7 @@ async fn apply(
     let (later, first): (Vec<&serde_json::Value>, Vec<&serde_json::Value>) =
         documents.iter().partition(is_template);
     let mut policies = Vec::new();
-    for document in first.iter().chain(later.iter()).copied() {
+    for document in first.into_iter().chain(later) {
         if is_template(&document) && !policies.is_empty() {
             wait_for_policies(client, &std::mem::take(&mut policies)).await?;
         }

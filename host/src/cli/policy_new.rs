@@ -308,10 +308,11 @@ fn section_entries<'a>(manifest: &'a str, section: &str) -> Vec<(&'a str, &'a st
         let line = line.trim();
         if line.starts_with('[') {
             inside = line == header;
-        } else if inside && !line.is_empty() && !line.starts_with('#') {
-            if let Some((key, value)) = line.split_once('=') {
-                entries.push((key.trim(), value.trim()));
-            }
+        } else if inside
+            && !line.starts_with('#')
+            && let Some((key, value)) = line.split_once('=')
+        {
+            entries.push((key.trim(), value.trim()));
         }
     }
     entries
@@ -360,7 +361,7 @@ pub fn render(name: &str, source: &SdkSource) -> Vec<ScaffoldFile> {
             .replace("{{release_profile}}", &release_profile)
             .replace("{{sdk_source}}", &sdk_source)
     };
-    let files: [(&'static str, &str); 9] = [
+    let files: [(&'static str, &str); 10] = [
         ("Cargo.toml", include_str!("scaffold/Cargo.toml.tmpl")),
         ("rust-toolchain.toml", TOOLCHAIN_FILE),
         (
@@ -383,6 +384,10 @@ pub fn render(name: &str, source: &SdkSource) -> Vec<ScaffoldFile> {
         (
             "cases/03-deletion-is-never-blocked.json",
             include_str!("scaffold/cases/03-deletion-is-never-blocked.json"),
+        ),
+        (
+            "cases/04-adding-the-label-deploys-a-refused-template.json",
+            include_str!("scaffold/cases/04-adding-the-label-deploys-a-refused-template.json"),
         ),
     ];
     files
