@@ -858,7 +858,12 @@ async fn twenty_swaps_under_load_lose_no_reconcile_and_a_bad_candidate_never_dec
                 && !l.ends_with(" 0")
         })
         .collect();
-    assert!(failed.is_empty(), "reconciles failed: {failed:?}");
+    let logs = system.logs();
+    let why: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("reconcile failed"))
+        .collect();
+    assert!(failed.is_empty(), "reconciles failed: {failed:?}\n{}", why.join("\n"));
     let failures: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("radwasm_decision_failures_total") && !l.ends_with(" 0"))

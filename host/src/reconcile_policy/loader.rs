@@ -811,7 +811,10 @@ async fn flush_counts(loader: Arc<Loader>, shutdown: CancellationToken) {
                     .shadow_disagreements
                     .load(std::sync::atomic::Ordering::Relaxed),
             );
-            if written.get(&entry.name) == Some(&counts) {
+            // A process that decided nothing for a policy writes nothing
+            // for it, so an idle controller (another shard, a standby)
+            // never overwrites the counts of the one that decides.
+            if written.get(&entry.name).unwrap_or(&(0, 0)) == &counts {
                 continue;
             }
             let patch = serde_json::json!({"status": {"decisions": counts.0, "shadowDisagreements": counts.1}});

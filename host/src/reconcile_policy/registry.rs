@@ -57,6 +57,8 @@ pub struct Problem {
 #[derive(Clone)]
 pub struct Entry {
     pub name: String,
+    /// The spec generation taken in.
+    pub generation: Option<i64>,
     pub mode: PolicyMode,
     pub priority: i32,
     /// `None`: matches every namespace.
@@ -200,10 +202,19 @@ impl PolicyRegistry {
             .err()
             .or(object_selector.as_ref().err())
             .cloned();
+        let generation = object.metadata.generation;
         let mut entries = self.write();
+        if entries
+            .get(&name)
+            .is_some_and(|e| e.generation == generation && generation.is_some())
+        {
+            // A status write, or a resync: nothing selection reads changed.
+            return;
+        }
         let previous = entries.remove(&name);
         let entry = Entry {
             name: name.clone(),
+            generation,
             mode: spec.mode,
             priority: spec.priority,
             namespace_selector: namespace_selector.ok().flatten(),
