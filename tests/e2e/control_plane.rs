@@ -414,6 +414,8 @@ fn every_scenario_also_passes_on_the_real_api_server() {
             "churn::",
             "--skip",
             "helm::",
+            "--skip",
+            "image::",
             "--test-threads",
             "2",
         ])

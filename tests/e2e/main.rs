@@ -7,6 +7,7 @@ mod control_plane;
 mod dev;
 mod harness;
 mod helm;
+mod image;
 mod modules;
 mod policies;
 mod radius_shape;
