@@ -414,7 +414,7 @@ impl System {
     /// Wait until a controller's log mentions `text` (bounded).
     pub async fn wait_for_log(&self, text: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !self.logs().contains(text) {
+        while !self.all_logs().contains(text) {
             assert!(
                 Instant::now() < deadline,
                 "the controller never logged {text:?}\n{}",
@@ -460,6 +460,19 @@ impl System {
 
     /// The controller's log so far (for assertion messages).
     pub fn logs(&self) -> String {
+        let text = self.all_logs();
+        let keep = text.len().saturating_sub(6000);
+        text[text
+            .char_indices()
+            .find(|(i, _)| *i >= keep)
+            .map(|(i, _)| i)
+            .unwrap_or(0)..]
+            .to_string()
+    }
+
+    /// Everything every controller of this scenario logged (for searching;
+    /// [`System::logs`] keeps the tail for messages).
+    pub fn all_logs(&self) -> String {
         let mut text = String::new();
         if let Ok(entries) = std::fs::read_dir(self.dir.path()) {
             let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
@@ -471,13 +484,7 @@ impl System {
                 text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
             }
         }
-        let keep = text.len().saturating_sub(6000);
-        text[text
-            .char_indices()
-            .find(|(i, _)| *i >= keep)
-            .map(|(i, _)| i)
-            .unwrap_or(0)..]
-            .to_string()
+        text
     }
 
     pub fn templates(&self) -> Api<DeploymentTemplate> {

@@ -393,7 +393,7 @@ async fn a_policy_in_a_configmap_is_swapped_live_and_a_broken_one_never_decides(
     );
     assert_eq!(deployments_of(&system, "app"), 1);
     assert_eq!(deployments_of(&system, "later"), 0);
-    assert!(system.logs().contains("policy candidate refused"));
+    assert!(system.all_logs().contains("policy candidate refused"));
     delete_policies(&system, &[&policy]).await;
     system.shutdown().await;
 }
@@ -910,7 +910,7 @@ async fn twenty_swaps_under_load_lose_no_reconcile_and_a_bad_candidate_never_dec
 /// Lines of the controller's log containing every one of `needles`.
 fn log_lines(system: &System, needles: &[&str]) -> usize {
     system
-        .logs()
+        .all_logs()
         .lines()
         .filter(|line| needles.iter().all(|n| line.contains(n)))
         .count()

@@ -617,7 +617,7 @@ async fn with_leader_election_one_replica_reconciles_and_a_standby_takes_over() 
             "",
         ))
         .await;
-    while system.logs().matches("became the leader").count() < 2 {
+    while system.all_logs().matches("became the leader").count() < 2 {
         assert!(
             killed.elapsed() < Duration::from_secs(30),
             "the standby never took over:\n{}",
@@ -641,7 +641,7 @@ async fn with_leader_election_one_replica_reconciles_and_a_standby_takes_over() 
         lease.spec.and_then(|s| s.holder_identity),
         Some(format!("radwasm-{}", standby.id()))
     );
-    assert_eq!(system.logs().matches("became the leader").count(), 2);
+    assert_eq!(system.all_logs().matches("became the leader").count(), 2);
     assert_eq!(
         system.radius().stats().deployment_puts,
         2,
@@ -934,7 +934,7 @@ async fn a_template_named_at_the_length_limit_deploys_and_its_events_are_recorde
     assert!(!events.is_empty());
     assert_eq!(system.owned(&name).await.len(), 3);
     assert!(
-        !system.logs().contains("could not record an event"),
+        !system.all_logs().contains("could not record an event"),
         "{}",
         system.logs()
     );
