@@ -126,6 +126,30 @@ fn hold(observation: &TemplateObservation, plan: &mut TemplatePlanner) {
     }
 }
 
+/// `Updating` at this generation, not Ready (`WaitingForCleanup`): the
+/// deployment waits until earlier resources are deleted or tracked.
+fn waiting_for_cleanup(
+    status: &radwasm_policy_model::TemplateStatus,
+    generation: i64,
+    message: String,
+    plan: &mut TemplatePlanner,
+) {
+    plan.status(
+        status,
+        DesiredTemplateStatus {
+            phase: Some(TemplatePhase::Updating),
+            ready: Some(ready_condition(
+                ConditionStatus::False,
+                "WaitingForCleanup",
+                &message,
+            )),
+            message: Some(message),
+            observed_generation: Some(generation),
+            ..Default::default()
+        },
+    );
+}
+
 /// Mark the template Failed at this generation with `message`; an event only
 /// when this is news.
 fn fail(
@@ -511,20 +535,7 @@ fn settle_or_deploy(
         let message = format!(
             "waiting for {draining} DeploymentResources of resources this spec lists again to finish deleting before deploying"
         );
-        plan.status(
-            status,
-            DesiredTemplateStatus {
-                phase: Some(TemplatePhase::Updating),
-                message: Some(message.clone()),
-                observed_generation: Some(generation),
-                ready: Some(ready_condition(
-                    ConditionStatus::False,
-                    "WaitingForCleanup",
-                    &message,
-                )),
-                ..Default::default()
-            },
-        );
+        waiting_for_cleanup(status, generation, message, plan);
         plan.requeue(CLEANUP_RECHECK_MS);
         return;
     }
@@ -556,20 +567,7 @@ fn settle_or_deploy(
                 radius_id: id.clone(),
             }));
         }
-        plan.status(
-            status,
-            DesiredTemplateStatus {
-                phase: Some(TemplatePhase::Updating),
-                message: Some(message.clone()),
-                observed_generation: Some(generation),
-                ready: Some(ready_condition(
-                    ConditionStatus::False,
-                    "WaitingForCleanup",
-                    &message,
-                )),
-                ..Default::default()
-            },
-        );
+        waiting_for_cleanup(status, generation, message, plan);
         plan.requeue(POLL_MIN_MS);
         return;
     }

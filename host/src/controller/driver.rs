@@ -25,7 +25,7 @@ use super::status::{Current, StatusPatch};
 use super::{Caches, Context, Error, REJECTED_RETRY, RESYNC, execute};
 use crate::crd::{DeploymentTemplate, PolicyRef};
 use crate::metrics::DecisionLabels;
-use crate::policy::records::{DecisionRecord, RecordedObservation, Role};
+use crate::policy::records::{DecisionRecord, RecordedObservation, Recorder, Role};
 use crate::policy::{Decision, DecisionError, LoadedPolicy, LogLevel};
 use crate::reconcile_policy::{Chosen, Selection, Shadow, Subject};
 
@@ -221,15 +221,14 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
 
     let (decision, observation) = match decide(&policy, observation, K::ask).await {
         Ok((decision, observation, took)) => {
-            if ctx.decision_records.is_enabled() {
-                ctx.decision_records.record(DecisionRecord::new(
-                    &policy,
-                    Role::Enforce,
-                    &observation,
-                    &decision,
-                    took,
-                ));
-            }
+            record(
+                &ctx.decision_records,
+                &policy,
+                Role::Enforce,
+                &observation,
+                &decision,
+                took,
+            );
             let outcome = if decision.is_ok() { "ok" } else { "error" };
             ctx.metrics.observe_decision(
                 DecisionLabels::new(K::KIND, &policy, outcome),
@@ -371,15 +370,14 @@ fn shadow<K: Reconciled>(
         for shadow in shadows {
             let started = Instant::now();
             let decision = K::ask(&shadow.policy, &observation);
-            if records.is_enabled() {
-                records.record(DecisionRecord::new(
-                    &shadow.policy,
-                    Role::Shadow,
-                    &observation,
-                    &decision,
-                    started.elapsed(),
-                ));
-            }
+            record(
+                &records,
+                &shadow.policy,
+                Role::Shadow,
+                &observation,
+                &decision,
+                started.elapsed(),
+            );
             let outcome = match decision {
                 Ok(decision) if decision.plan == enforced => "agreed",
                 Ok(_) => {
@@ -402,6 +400,26 @@ fn shadow<K: Reconciled>(
             metrics.count_shadow(K::KIND, &enforcing, &shadow.name, outcome);
         }
     });
+}
+
+/// Keep a decision record, if records are kept (`docs/decision-records.md`).
+fn record<O: RecordedObservation, A: Serialize>(
+    records: &Recorder,
+    policy: &LoadedPolicy,
+    role: Role,
+    observation: &O,
+    decision: &Result<Decision<Vec<A>>, DecisionError>,
+    took: Duration,
+) {
+    if records.is_enabled() {
+        records.record(DecisionRecord::new(
+            policy,
+            role,
+            observation,
+            decision,
+            took,
+        ));
+    }
 }
 
 fn log_guest<P>(decision: &Decision<P>) {

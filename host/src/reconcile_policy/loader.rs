@@ -457,22 +457,7 @@ async fn fetch(
         },
         Source::ConfigMap(key) => {
             let what = format!("ConfigMap {}/{} key {}", key.namespace, key.name, key.key);
-            let api: Api<ConfigMap> = Api::namespaced(loader.client.clone(), &key.namespace);
-            let config_map = api
-                .get_opt(&key.name)
-                .await
-                .map_err(|e| {
-                    problem(
-                        "FetchFailed",
-                        format!("{what}: {}", crate::controller::describe_kube_error(&e)),
-                    )
-                })?
-                .ok_or_else(|| {
-                    problem(
-                        "FetchFailed",
-                        format!("{what}: the ConfigMap does not exist"),
-                    )
-                })?;
+            let config_map = get_config_map(loader, &key.namespace, &key.name, &what).await?;
             if let Some(bytes) = config_map
                 .binary_data
                 .as_ref()
@@ -593,22 +578,7 @@ async fn fetch_cases(
     };
     let key = &source.config_map;
     let what = format!("cases ConfigMap {}/{}", key.namespace, key.name);
-    let api: Api<ConfigMap> = Api::namespaced(loader.client.clone(), &key.namespace);
-    let config_map = api
-        .get_opt(&key.name)
-        .await
-        .map_err(|e| {
-            problem(
-                "FetchFailed",
-                format!("{what}: {}", crate::controller::describe_kube_error(&e)),
-            )
-        })?
-        .ok_or_else(|| {
-            problem(
-                "FetchFailed",
-                format!("{what}: the ConfigMap does not exist"),
-            )
-        })?;
+    let config_map = get_config_map(loader, &key.namespace, &key.name, &what).await?;
     let cases: Vec<(String, String)> = config_map
         .data
         .unwrap_or_default()
@@ -622,6 +592,30 @@ async fn fetch_cases(
         ));
     }
     Ok(cases)
+}
+
+/// Read one ConfigMap; `what` names it in the refusal.
+async fn get_config_map(
+    loader: &Loader,
+    namespace: &str,
+    name: &str,
+    what: &str,
+) -> Result<ConfigMap, Problem> {
+    let api: Api<ConfigMap> = Api::namespaced(loader.client.clone(), namespace);
+    api.get_opt(name)
+        .await
+        .map_err(|e| {
+            problem(
+                "FetchFailed",
+                format!("{what}: {}", crate::controller::describe_kube_error(&e)),
+            )
+        })?
+        .ok_or_else(|| {
+            problem(
+                "FetchFailed",
+                format!("{what}: the ConfigMap does not exist"),
+            )
+        })
 }
 
 fn cases_fingerprint(cases: &[(String, String)]) -> String {
