@@ -268,22 +268,6 @@ fn faults_off(system: &System) {
     }
 }
 
-/// Every controller log line so far (all runs).
-fn all_logs(system: &System) -> String {
-    let mut text = String::new();
-    if let Ok(entries) = std::fs::read_dir(system.dir.path()) {
-        let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-        paths.sort();
-        for path in paths
-            .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        {
-            text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
-        }
-    }
-    text
-}
-
 /// Whether every template is Ready at its generation and none is being deleted.
 async fn converged(system: &System) -> Option<(usize, usize, usize)> {
     let api: Api<DeploymentTemplate> = Api::all(system.client.clone());
@@ -603,7 +587,7 @@ async fn churn_with_faults_converges_and_keeps_every_invariant() {
         ),
         ok: unaccounted.is_empty(),
     });
-    let logs = all_logs(&system);
+    let logs = system.all_logs();
     for id in &unaccounted {
         let stem = id.rsplit('/').next().unwrap_or_default();
         let namespace = NAMESPACES
@@ -854,8 +838,35 @@ async fn churn_with_faults_converges_and_keeps_every_invariant() {
                 )
             })
             .collect();
+        // What the controller said of each template not Ready, and the whole
+        // log in a file, to find out why.
+        let logs = system.all_logs();
+        let mut about = String::new();
+        for t in templates.iter().filter(|t| {
+            !t.status.as_ref().is_some_and(|s| {
+                s.phrase.as_deref() == Some("Ready")
+                    && s.observed_generation == t.metadata.generation
+            })
+        }) {
+            let key = format!(
+                "{}/{}",
+                t.metadata.namespace.clone().unwrap_or_default(),
+                t.metadata.name.clone().unwrap_or_default()
+            );
+            let lines: Vec<&str> = logs.lines().filter(|l| l.contains(&key)).collect();
+            about.push_str(&format!(
+                "--- the controller's last lines about {key} ---\n"
+            ));
+            for line in lines.iter().rev().take(30).rev() {
+                about.push_str(&line.chars().take(400).collect::<String>());
+                about.push('\n');
+            }
+        }
+        let path = std::env::temp_dir().join(format!("radwasm-churn-{seed}.log"));
+        let _ = std::fs::write(&path, &logs);
         panic!(
-            "seed {seed}: invariants failed: {failed:?}\nnot ready: {not_ready:#?}\n--- controller log (tail) ---\n{}",
+            "seed {seed}: invariants failed: {failed:?}\nnot ready: {not_ready:#?}\n{about}--- controller log (tail; all of it in {}) ---\n{}",
+            path.display(),
             system.logs()
         );
     }

@@ -336,12 +336,22 @@ async fn a_killed_controller_resumes_the_same_operation() {
             "",
         ))
         .await;
+    // The deployment is recorded in status before it is sent (write-ahead):
+    // wait until Radius has it, and status too.
     system
         .wait_template("app", "an operation recorded in status", |t| {
             t.and_then(|t| t.status.as_ref())
                 .is_some_and(|s| s.operation.is_some())
         })
         .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while system.radius().stats().deployment_puts == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no deployment reached Radius"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     system.kill_controller();
     assert_eq!(system.radius().stats().deployment_puts, 1);
     system.start_controller();
