@@ -336,6 +336,8 @@ async fn follow(
         .boxed();
     let mut phases: BTreeMap<String, String> = BTreeMap::new();
     let mut seen_resources: BTreeMap<String, bool> = BTreeMap::new();
+    let mut outputs: BTreeMap<String, usize> = BTreeMap::new();
+    let mut ready_since: Option<Instant> = None;
     let mut puts = 0;
     let mut deletes = 0;
     let deadline = tokio::time::sleep(args.timeout);
@@ -365,9 +367,13 @@ async fn follow(
                 if is_applied && phase == "Failed" && current {
                     return Outcome::Failed { name: key, message: status.message.unwrap_or_default() };
                 }
+                outputs.insert(key.clone(), status.output_resources.len());
                 let all_ready = applied.iter().all(|(ns, name)| phases.get(&format!("{ns}/{name}")).map(String::as_str) == Some("Ready"));
-                if all_ready && !applied.is_empty() {
-                    return Outcome::AllReady;
+                if all_ready && ready_since.is_none() {
+                    ready_since = Some(Instant::now());
+                }
+                if !all_ready {
+                    ready_since = None;
                 }
             }
             Some(event) = resource_events.next() => {
@@ -381,6 +387,12 @@ async fn follow(
                 }
             }
             _ = ticker.tick() => {
+                // Every template Ready: once the watch has shown their
+                // DeploymentResources too (or a second has passed), done.
+                let shown = seen_resources.values().filter(|deleting| !**deleting).count();
+                if ready_since.is_some_and(|since| shown >= outputs.values().sum::<usize>() || since.elapsed() > Duration::from_secs(1)) {
+                    return Outcome::AllReady;
+                }
                 let stats = radius.stats();
                 if stats.deployment_puts != puts || stats.deletes != deletes {
                     puts = stats.deployment_puts;
