@@ -188,9 +188,9 @@ pub struct PolicyRef {
     pub version: String,
     /// `sha256:...` of the component.
     pub digest: String,
-    /// The `ReconcilePolicy` it was loaded from; absent for the
-    /// controller's `--policy`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The `ReconcilePolicy` it was loaded from; null for the controller's
+    /// `--policy` (written as null, so a merge patch clears an earlier one).
+    #[serde(default)]
     pub reconcile_policy: Option<String>,
 }
 

@@ -378,3 +378,35 @@ fn a_guest_built_against_contract_0_1_still_loads_and_decides_like_before() {
     });
     assert!(failed, "{plan:?}");
 }
+
+/// `component` with a custom section appended: the same policy, another
+/// digest (as a new version pushed during a rollout would have).
+fn with_custom_section(component: &[u8], tag: u8) -> Vec<u8> {
+    let name = b"radwasm-test";
+    let mut out = component.to_vec();
+    out.push(0); // custom section
+    out.push(u8::try_from(1 + name.len() + 1).expect("small"));
+    out.push(u8::try_from(name.len()).expect("small"));
+    out.extend_from_slice(name);
+    out.push(tag);
+    out
+}
+
+#[test]
+fn compiled_components_are_kept_up_to_a_bound_across_many_versions() {
+    let engine = engine();
+    let default = radwasm::policy::embedded::DEFAULT_POLICY;
+    let versions = radwasm::policy::COMPILED_KEPT + 4;
+    let mut loaded = Vec::new();
+    for tag in 0..versions {
+        let bytes = with_custom_section(default, u8::try_from(tag).expect("small"));
+        let policy = engine
+            .load_bytes(&format!("version {tag}"), &bytes)
+            .expect("a new version loads");
+        loaded.push(policy);
+    }
+    assert_eq!(engine.compiled_kept(), radwasm::policy::COMPILED_KEPT);
+    // A version evicted from the cache still decides: it holds its own.
+    let oldest = &loaded[0];
+    assert!(oldest.decide_template(&template("app", &[])).is_ok());
+}

@@ -315,6 +315,11 @@ async fn the_annotation_then_priority_then_the_controllers_policy_decide() {
     assert_eq!(recovered.metadata.generation, Some(1));
     system.wait_phase("unknown", "Ready").await;
 
+    // The last team policy goes: the controller's own decides, and status
+    // names no ReconcilePolicy any more.
+    delete_policies(&system, &[&low]).await;
+    wait_decided_by(&system, "by-labels", None).await;
+
     for template in ["by-labels", "by-default", "by-annotation", "unknown"] {
         assert_eq!(
             deployments_of(&system, template),
@@ -322,7 +327,7 @@ async fn the_annotation_then_priority_then_the_controllers_policy_decide() {
             "{template} deployed once"
         );
     }
-    delete_policies(&system, &[&low, &named, &missing]).await;
+    delete_policies(&system, &[&named, &missing]).await;
     system.shutdown().await;
 }
 

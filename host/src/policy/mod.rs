@@ -13,7 +13,8 @@ pub mod slot;
 pub mod validate;
 
 pub use runtime::{
-    Decision, DecisionError, DecisionLimits, Limits, LoadedPolicy, PolicyEngine, digest,
+    COMPILED_KEPT, Decision, DecisionError, DecisionLimits, Limits, LoadedPolicy, PolicyEngine,
+    digest,
 };
 pub use sandbox::{GuestLog, LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOG_MESSAGES};
 pub use slot::{PolicySlot, PolicySource, Reload};

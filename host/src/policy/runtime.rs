@@ -118,8 +118,11 @@ struct EngineInner {
     engine: Engine,
     linker: Linker<SandboxState>,
     limits: Limits,
-    /// Compiled components by the SHA-256 of their bytes.
-    compiled: Mutex<HashMap<String, Component>>,
+    /// Compiled components by the SHA-256 of their bytes, bounded
+    /// ([`COMPILED_KEPT`]): each swap brings a new digest, and a
+    /// component no policy holds any more only costs memory. A loaded
+    /// policy keeps its own component whether or not it is cached here.
+    compiled: Mutex<CompiledCache>,
 }
 
 impl PolicyEngine {
@@ -184,7 +187,7 @@ impl PolicyEngine {
                 engine,
                 linker,
                 limits,
-                compiled: Mutex::new(HashMap::new()),
+                compiled: Mutex::new(CompiledCache::default()),
             }),
         })
     }
@@ -273,13 +276,37 @@ impl PolicyEngine {
                 detail: format!("{error:#}"),
             })?;
         if let Ok(mut cache) = self.inner.compiled.lock() {
-            cache.insert(digest.to_string(), component.clone());
+            cache.order.retain(|d| d != digest);
+            cache.order.push_back(digest.to_string());
+            while cache.order.len() > COMPILED_KEPT {
+                if let Some(oldest) = cache.order.pop_front() {
+                    cache.components.remove(&oldest);
+                }
+            }
+            cache
+                .components
+                .insert(digest.to_string(), component.clone());
         }
         Ok(component)
     }
 
+    /// How many compiled components are kept.
+    pub fn compiled_kept(&self) -> usize {
+        self.inner
+            .compiled
+            .lock()
+            .map(|cache| cache.components.len())
+            .unwrap_or(0)
+    }
+
     fn cached(&self, digest: &str) -> Option<Component> {
-        self.inner.compiled.lock().ok()?.get(digest).cloned()
+        self.inner
+            .compiled
+            .lock()
+            .ok()?
+            .components
+            .get(digest)
+            .cloned()
     }
 
     fn new_store(&self, limits: &DecisionLimits) -> Result<Store<SandboxState>, wasmtime::Error> {
@@ -288,6 +315,17 @@ impl PolicyEngine {
         store.set_fuel(limits.fuel)?;
         Ok(store)
     }
+}
+
+/// Compiled components kept for a reload of the same bytes (a restart of a
+/// `ReconcilePolicy`'s load, a policy file re-read); the oldest go first.
+pub const COMPILED_KEPT: usize = 8;
+
+/// Compiled components by the SHA-256 of their bytes, oldest first.
+#[derive(Default)]
+struct CompiledCache {
+    components: HashMap<String, Component>,
+    order: std::collections::VecDeque<String>,
 }
 
 /// A validated, compiled policy ready to decide. Cheap to clone.
