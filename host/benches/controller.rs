@@ -9,10 +9,15 @@
 //!   are Ready; wall time and the controller's peak RSS (`VmHWM`); then its
 //!   CPU and Radius requests while idle, and after a SIGKILL and restart the
 //!   time until it is idle again and what it sent to Radius meanwhile.
+//! * `swap`, `shadow`, `selection`: `ReconcilePolicy` objects
+//!   (`controller/policies.rs`): the latency of a hot swap, the cost of a
+//!   `Shadow` policy, and the cost of selecting among 100 policies.
 //!
 //! ```sh
 //! cargo bench -p radwasm --bench controller -- time-to-ready [--reps 5] [--apiserver both]
 //! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000] [--idle-secs 30] [--apiserver both]
+//! cargo bench -p radwasm --bench controller -- swap [--swaps 20] [--module-kib 2048] [--swap-templates 10] [--module-file F.wasm]
+//! cargo bench -p radwasm --bench controller -- shadow selection [--templates 1000] [--rounds 3] [--policies 100]
 //! ```
 //!
 //! `--apiserver` picks the Kubernetes API server: `embedded` (the default,
@@ -40,6 +45,10 @@ use radwasm::crd::{
     DeploymentResource, DeploymentTemplate, DeploymentTemplateSpec, ProviderConfig,
 };
 use tokio::sync::watch;
+
+/// The `ReconcilePolicy` scenarios (`swap`, `shadow`, `selection`).
+#[path = "controller/policies.rs"]
+mod policies;
 
 /// The real control plane, shared with the e2e tests.
 #[path = "../../tests/e2e/realkube.rs"]
@@ -75,6 +84,18 @@ struct Options {
     apply_concurrency: usize,
     /// How long `scale` watches the controller idle after all is Ready.
     idle_secs: u64,
+    /// `swap`: swaps per module source.
+    swaps: usize,
+    /// `swap`: size of the large component (served from a URL), in KiB.
+    module_kib: usize,
+    /// `swap`: templates the swapped policy decides for.
+    swap_templates: usize,
+    /// `swap`: the component to pad (default: the embedded default policy).
+    module_file: Option<PathBuf>,
+    /// `shadow`, `selection`: rounds of each variant, alternating.
+    rounds: usize,
+    /// `selection`: how many `ReconcilePolicy` objects.
+    policies: usize,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -86,6 +107,12 @@ fn options() -> anyhow::Result<Options> {
         deploy_ms: 1000,
         apply_concurrency: 16,
         idle_secs: 30,
+        swaps: 20,
+        module_kib: 2048,
+        swap_templates: 10,
+        module_file: None,
+        rounds: 3,
+        policies: 100,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -102,6 +129,17 @@ fn options() -> anyhow::Result<Options> {
             "--templates" => options.templates = number("--templates")? as usize,
             "--deploy-ms" => options.deploy_ms = number("--deploy-ms")?,
             "--idle-secs" => options.idle_secs = number("--idle-secs")?,
+            "--swaps" => options.swaps = number("--swaps")?.max(1) as usize,
+            "--module-kib" => options.module_kib = number("--module-kib")? as usize,
+            "--swap-templates" => {
+                options.swap_templates = number("--swap-templates")?.max(1) as usize
+            }
+            "--module-file" => {
+                options.module_file =
+                    Some(args.next().context("--module-file needs a path")?.into())
+            }
+            "--rounds" => options.rounds = number("--rounds")?.max(1) as usize,
+            "--policies" => options.policies = number("--policies")?.max(1) as usize,
             "--apply-concurrency" => {
                 options.apply_concurrency = number("--apply-concurrency")?.max(1) as usize
             }
@@ -113,9 +151,11 @@ fn options() -> anyhow::Result<Options> {
                     other => bail!("--apiserver takes embedded, real or both, not {other:?}"),
                 }
             }
-            "time-to-ready" | "scale" => options.benches.push(arg),
+            "time-to-ready" | "scale" | "swap" | "shadow" | "selection" => {
+                options.benches.push(arg)
+            }
             other => bail!(
-                "unknown argument {other:?}; use time-to-ready, scale, --reps N, --templates N, --deploy-ms N, --apply-concurrency N, --idle-secs N, --apiserver embedded|real|both"
+                "unknown argument {other:?}; use time-to-ready, scale, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --apiserver embedded|real|both"
             ),
         }
     }
@@ -136,6 +176,9 @@ fn main() -> ExitCode {
                     println!("\n## {bench} on the {} API server", server.name());
                     match bench.as_str() {
                         "time-to-ready" => time_to_ready(&options, server).await?,
+                        "swap" => policies::swap(&options, server).await?,
+                        "shadow" => policies::shadow(&options, server).await?,
+                        "selection" => policies::selection(&options, server).await?,
                         _ => scale(&options, server).await?,
                     }
                 }
@@ -184,6 +227,18 @@ impl Stage {
         deploy: Duration,
         retry_after_secs: u64,
     ) -> anyhow::Result<Stage> {
+        Self::start_with(server, deploy, retry_after_secs, false).await
+    }
+
+    /// [`Stage::start`], with the `ReconcilePolicy` CRD installed too when
+    /// `reconcile_policies` (without it the controller decides everything
+    /// with `--policy` and watches neither policies nor namespaces).
+    async fn start_with(
+        server: Server,
+        deploy: Duration,
+        retry_after_secs: u64,
+        reconcile_policies: bool,
+    ) -> anyhow::Result<Stage> {
         let radius = radwasm_sim_radius::start(radwasm_sim_radius::SimConfig {
             deploy_duration: deploy,
             delete_duration: Duration::from_millis(100),
@@ -216,7 +271,11 @@ impl Stage {
             }
         };
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in [DeploymentTemplate::crd(), DeploymentResource::crd()] {
+        let mut install = vec![DeploymentTemplate::crd(), DeploymentResource::crd()];
+        if reconcile_policies {
+            install.push(radwasm::reconcile_policy::ReconcilePolicy::crd());
+        }
+        for crd in install {
             let name = crd.name_any();
             crds.create(&PostParams::default(), &crd)
                 .await
@@ -292,7 +351,17 @@ impl Stage {
     }
 
     fn controller(&self) -> anyhow::Result<ControllerProcess> {
-        ControllerProcess::start(&self.kubeconfig, &self.radius.base_url(), self.dir.path())
+        self.controller_logging("warn")
+    }
+
+    /// A controller logging with this `RUST_LOG` filter.
+    fn controller_logging(&self, rust_log: &str) -> anyhow::Result<ControllerProcess> {
+        ControllerProcess::start(
+            &self.kubeconfig,
+            &self.radius.base_url(),
+            self.dir.path(),
+            rust_log,
+        )
     }
 
     async fn apply(&self, name: &str) -> anyhow::Result<()> {
@@ -409,11 +478,21 @@ fn template(name: &str) -> DeploymentTemplate {
 struct ControllerProcess {
     child: Child,
     log: PathBuf,
+    /// Its `/metrics`.
+    metrics_url: String,
 }
 
 impl ControllerProcess {
-    fn start(kubeconfig: &Path, radius_url: &str, dir: &Path) -> anyhow::Result<Self> {
+    fn start(
+        kubeconfig: &Path,
+        radius_url: &str,
+        dir: &Path,
+        rust_log: &str,
+    ) -> anyhow::Result<Self> {
         let log = dir.join("controller.log");
+        // A free loopback port for /metrics (released just before the
+        // controller binds it).
+        let metrics_address = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
         let child = Command::new(env!("CARGO_BIN_EXE_radwasm"))
             .arg("run")
             .arg("--kubeconfig")
@@ -421,13 +500,33 @@ impl ControllerProcess {
             .arg("--radius-url")
             .arg(radius_url)
             .arg("--metrics-address")
-            .arg("127.0.0.1:0")
-            .env("RUST_LOG", "warn")
+            .arg(metrics_address.to_string())
+            .arg("--policy-namespace")
+            .arg(NAMESPACE)
+            .env("RUST_LOG", rust_log)
+            .env_remove("POD_NAMESPACE")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)
             .spawn()
             .context("starting radwasm run")?;
-        Ok(Self { child, log })
+        Ok(Self {
+            child,
+            log,
+            metrics_url: format!("http://{metrics_address}/metrics"),
+        })
+    }
+
+    /// The controller's `/metrics` text.
+    async fn metrics(&self) -> anyhow::Result<String> {
+        let response = reqwest::get(&self.metrics_url)
+            .await
+            .with_context(|| format!("GET {}", self.metrics_url))?;
+        Ok(response.error_for_status()?.text().await?)
+    }
+
+    /// Resident set size now, in KiB.
+    fn rss_kib(&self) -> Option<u64> {
+        self.proc_status("VmRSS:")
     }
 
     fn proc_status(&self, field: &str) -> Option<u64> {
@@ -580,103 +679,23 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
     let deploy = Duration::from_millis(options.deploy_ms);
     let stage = Stage::start(server, deploy, 0).await?;
     let controller = stage.controller()?;
-    stage.apply("warm-up").await?;
-    stage
-        .wait("warm-up Ready", Duration::from_secs(60), |seen| {
-            seen.templates_ready.contains_key("warm-up")
-        })
-        .await
-        .with_context(|| controller.log_tail())?;
-    let rss_before = controller.peak_rss_kib().unwrap_or(0);
-    let cpu_before = controller.cpu_seconds().unwrap_or(0.0);
-    let stand_ins_before = stage.stand_ins_cpu();
-
-    println!(
-        "scale: {count} templates x 3 resources, Radius deployment {} ms, applied {} at a time",
-        options.deploy_ms, options.apply_concurrency
-    );
-    let started = Instant::now();
-    let names: Vec<String> = (0..count).map(|i| format!("scale-{i:05}")).collect();
-    futures::stream::iter(names.iter().map(|name| stage.apply(name)))
-        .buffer_unordered(options.apply_concurrency)
-        .try_collect::<Vec<()>>()
-        .await?;
-    let applied = started.elapsed();
-    println!("  applied in {:.2} s", applied.as_secs_f64());
-
-    let progress = {
-        let seen = stage.seen.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(5));
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let (templates, resources) = seen
-                    .lock()
-                    .map(|s| {
-                        (
-                            s.templates_ready
-                                .keys()
-                                .filter(|n| n.starts_with("scale-"))
-                                .count(),
-                            s.resources_ready.len(),
-                        )
-                    })
-                    .unwrap_or_default();
-                println!(
-                    "  {:>5.1} s: {templates} templates Ready, {resources} DeploymentResources Ready",
-                    started.elapsed().as_secs_f64()
-                );
-            }
-        })
-    };
-    let timeout = Duration::from_secs(600);
-    let waited = stage
-        .wait("every template Ready", timeout, |seen| {
-            seen.templates_ready
-                .keys()
-                .filter(|n| n.starts_with("scale-"))
-                .count()
-                == count
-        })
-        .await;
-    let templates_ready = started.elapsed();
-    let waited = match waited {
-        Ok(()) => {
-            stage
-                .wait("every DeploymentResource Ready", timeout, |seen| {
-                    seen.resources_ready.len() >= 3 * (count + 1)
-                })
-                .await
-        }
-        Err(error) => Err(error),
-    };
-    let resources_ready = started.elapsed();
-    progress.abort();
-    let peak = controller.peak_rss_kib();
-    let cpu = controller.cpu_seconds();
-    let stand_ins = stage.stand_ins_cpu() - stand_ins_before;
-    let apiserver_rss = stage.apiserver_rss_mib();
-    if let Err(error) = waited {
-        let tail = controller.log_tail();
-        let _ = controller.stop();
-        stage.stop().await;
-        return Err(error.context(tail));
-    }
+    let run = scale_run(options, &stage, &controller, true).await?;
     let stats = stage.radius.stats();
     println!(
         "| API server | templates | resources | all templates Ready | all DeploymentResources Ready | controller peak RSS | controller CPU | stand-ins + watches CPU | API server RSS | Radius PUTs |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     println!(
-        "| {} | {count} | {} | {:.1} s | {:.1} s | {:.1} MiB (after warm-up {:.1} MiB) | {:.1} s | {stand_ins:.1} s | {apiserver_rss:.0} MiB | {} |",
+        "| {} | {count} | {} | {:.1} s | {:.1} s | {:.1} MiB (after warm-up {:.1} MiB) | {:.1} s | {:.1} s | {:.0} MiB | {} |",
         server.name(),
         3 * count,
-        templates_ready.as_secs_f64(),
-        resources_ready.as_secs_f64(),
-        peak.unwrap_or(0) as f64 / 1024.0,
-        rss_before as f64 / 1024.0,
-        cpu.unwrap_or(0.0) - cpu_before,
+        run.templates_ready.as_secs_f64(),
+        run.resources_ready.as_secs_f64(),
+        run.peak_rss_kib as f64 / 1024.0,
+        run.rss_before_kib as f64 / 1024.0,
+        run.controller_cpu,
+        run.stand_ins_cpu,
+        run.apiserver_rss_mib,
         stats.deployment_puts,
     );
 
@@ -724,4 +743,126 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
     controller.stop()?;
     stage.stop().await;
     Ok(())
+}
+
+/// What one run of the `scale` scenario measured.
+struct ScaleRun {
+    /// From the first create until every template was seen Ready.
+    templates_ready: Duration,
+    /// … and every `DeploymentResource`.
+    resources_ready: Duration,
+    /// Controller `VmHWM` after the warm-up and at the end, in KiB.
+    rss_before_kib: u64,
+    peak_rss_kib: u64,
+    /// CPU seconds from the first create until all was Ready.
+    controller_cpu: f64,
+    stand_ins_cpu: f64,
+    apiserver_rss_mib: f64,
+}
+
+/// One warm-up template, then `options.templates` templates of 3 resources
+/// created at once (`options.apply_concurrency` at a time), until all of
+/// them and their `DeploymentResource`s are seen Ready.
+async fn scale_run(
+    options: &Options,
+    stage: &Stage,
+    controller: &ControllerProcess,
+    verbose: bool,
+) -> anyhow::Result<ScaleRun> {
+    let count = options.templates;
+    stage.apply("warm-up").await?;
+    stage
+        .wait("warm-up Ready", Duration::from_secs(60), |seen| {
+            seen.templates_ready.contains_key("warm-up")
+        })
+        .await
+        .with_context(|| controller.log_tail())?;
+    let rss_before = controller.peak_rss_kib().unwrap_or(0);
+    let cpu_before = controller.cpu_seconds().unwrap_or(0.0);
+    let stand_ins_before = stage.stand_ins_cpu();
+
+    if verbose {
+        println!(
+            "scale: {count} templates x 3 resources, Radius deployment {} ms, applied {} at a time",
+            options.deploy_ms, options.apply_concurrency
+        );
+    }
+    let started = Instant::now();
+    let names: Vec<String> = (0..count).map(|i| format!("scale-{i:05}")).collect();
+    futures::stream::iter(names.iter().map(|name| stage.apply(name)))
+        .buffer_unordered(options.apply_concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let applied = started.elapsed();
+    if verbose {
+        println!("  applied in {:.2} s", applied.as_secs_f64());
+    }
+
+    let progress = {
+        let seen = stage.seen.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let (templates, resources) = seen
+                    .lock()
+                    .map(|s| {
+                        (
+                            s.templates_ready
+                                .keys()
+                                .filter(|n| n.starts_with("scale-"))
+                                .count(),
+                            s.resources_ready.len(),
+                        )
+                    })
+                    .unwrap_or_default();
+                if verbose {
+                    println!(
+                        "  {:>5.1} s: {templates} templates Ready, {resources} DeploymentResources Ready",
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+            }
+        })
+    };
+    let timeout = Duration::from_secs(600);
+    let waited = stage
+        .wait("every template Ready", timeout, |seen| {
+            seen.templates_ready
+                .keys()
+                .filter(|n| n.starts_with("scale-"))
+                .count()
+                == count
+        })
+        .await;
+    let templates_ready = started.elapsed();
+    let waited = match waited {
+        Ok(()) => {
+            stage
+                .wait("every DeploymentResource Ready", timeout, |seen| {
+                    seen.resources_ready.len() >= 3 * (count + 1)
+                })
+                .await
+        }
+        Err(error) => Err(error),
+    };
+    let resources_ready = started.elapsed();
+    progress.abort();
+    let peak = controller.peak_rss_kib();
+    let cpu = controller.cpu_seconds();
+    let stand_ins = stage.stand_ins_cpu() - stand_ins_before;
+    let apiserver_rss = stage.apiserver_rss_mib();
+    if let Err(error) = waited {
+        return Err(error.context(controller.log_tail()));
+    }
+    Ok(ScaleRun {
+        templates_ready,
+        resources_ready,
+        rss_before_kib: rss_before,
+        peak_rss_kib: peak.unwrap_or(0),
+        controller_cpu: cpu.unwrap_or(0.0) - cpu_before,
+        stand_ins_cpu: stand_ins,
+        apiserver_rss_mib: apiserver_rss,
+    })
 }
