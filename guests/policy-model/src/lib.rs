@@ -266,6 +266,11 @@ model! {
         pub deletion_requested: bool,
         #[serde(default)]
         pub phase: String,
+        /// Milliseconds since the host's drift check first found its Radius
+        /// resource missing (in the current run of checks that missed it);
+        /// `None` if the last check found it, or none has run. Contract 0.3.
+        #[serde(default)]
+        pub missing_age_ms: Option<u64>,
     }
 
     /// A template named in `radapp.io/depends-on`.
@@ -297,6 +302,9 @@ model! {
         /// Ids of the deployment records the host started for this template
         /// and has not deleted, oldest first.
         pub deployments: Vec<String>,
+        /// Milliseconds since the host saw this template's last deployment
+        /// succeed; `None` if it has recorded none. Contract 0.3.
+        pub deployed_age_ms: Option<u64>,
     }
 
     /// A change to a template's status; absent fields are kept.
@@ -362,6 +370,9 @@ model! {
         Ready,
         Deleting,
         Failed,
+        /// The Radius resource was not found by the host's drift check.
+        /// Contract 0.3.
+        Missing,
     }
 
     /// A resource's current status.
@@ -400,6 +411,10 @@ model! {
         pub operation: Option<OperationObservation>,
         /// Failed DELETEs in a row, if the last attempt failed.
         pub last_failure: Option<FailureRecord>,
+        /// Milliseconds since the host's drift check first found `radius-id`
+        /// missing in Radius (in the current run of checks that missed it);
+        /// `None` if the last check found it, or none has run. Contract 0.3.
+        pub missing_age_ms: Option<u64>,
     }
 
     /// A change to a resource's status; absent fields are kept.
@@ -543,6 +558,7 @@ phase_strings!(ResourcePhase {
     Ready => "Ready",
     Deleting => "Deleting",
     Failed => "Failed",
+    Missing => "Missing",
 });
 
 #[cfg(test)]
