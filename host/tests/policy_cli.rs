@@ -89,7 +89,7 @@ fn check_prints_the_description_and_worlds() {
     let all = text(&output);
     assert!(output.status.success(), "{all}");
     assert!(all.contains("policy:      default@"), "{all}");
-    assert!(all.contains("world radapp:policy/policy@0.2.0"), "{all}");
+    assert!(all.contains("world radapp:policy/policy@0.3.0"), "{all}");
     assert!(all.contains("radapp.io/depends-on"), "{all}");
 }
 

@@ -135,7 +135,7 @@ fn a_scaffolded_policy_builds_on_its_own_and_passes_check_and_its_cases() {
         all.contains("policy:      team-label-guardrail@0.1.0"),
         "{all}"
     );
-    assert!(all.contains("radapp:policy/policy@0.2.0"), "{all}");
+    assert!(all.contains("radapp:policy/policy@0.3.0"), "{all}");
 
     let cases = dir.join("cases").display().to_string();
     let test = radwasm(&["policy", "test", &wasm, &cases]);

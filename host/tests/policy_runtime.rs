@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use radwasm::policy::{DecisionError, Limits, LoadError, PolicyEngine, embedded};
-use radwasm_policy_model::{ObjectMeta, TemplateAction, TemplateObservation, TemplatePhase};
+use radwasm_policy_model::{
+    ObjectMeta, ResourcePhase, TemplateAction, TemplateObservation, TemplatePhase,
+};
 
 fn guest(name: &str) -> PathBuf {
     PathBuf::from(env!("RADWASM_GUEST_DIR")).join(format!("{name}.wasm"))
@@ -263,7 +265,7 @@ fn bad_files_give_one_clear_error_naming_the_file() {
     assert!(
         error
             .to_string()
-            .contains("does not export radapp:policy/metadata@0.2.0"),
+            .contains("does not export radapp:policy/metadata@0.3.0"),
         "{error}"
     );
 
@@ -341,7 +343,7 @@ fn a_guest_built_against_contract_0_1_still_loads_and_decides_like_before() {
     let current = embedded::load_default(&engine).expect("default policy");
     assert_eq!(
         current.worlds().to_string(),
-        "world radapp:policy/policy@0.2.0"
+        "world radapp:policy/policy@0.3.0"
     );
 
     // A new template: both add the finalizer and deploy the same way.
@@ -354,7 +356,7 @@ fn a_guest_built_against_contract_0_1_still_loads_and_decides_like_before() {
     let before = old.decide_template(&observation).expect("0.1 decides").plan;
     let now = current
         .decide_template(&observation)
-        .expect("0.2 decides")
+        .expect("the current policy decides")
         .plan;
     assert_eq!(before, now);
     assert!(matches!(before.actions[0], TemplateAction::AddFinalizer));
@@ -377,6 +379,57 @@ fn a_guest_built_against_contract_0_1_still_loads_and_decides_like_before() {
                 && update.message.as_deref().is_some_and(|m| m.contains("InvalidTemplate: no such type")))
     });
     assert!(failed, "{plan:?}");
+}
+
+#[test]
+fn a_guest_built_against_contract_0_2_still_loads_and_decides_its_cases() {
+    // The default policy as built while the contract was 0.2 (see the
+    // fixture's README), with cases of that time and one for a resource in
+    // the Missing phase (added in 0.3), which it is shown as Failed.
+    let engine = engine();
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/contract-0.2");
+    let old = engine
+        .load_file(&fixture.join("default-policy.wasm"))
+        .expect("a 0.2 guest loads");
+    assert_eq!(old.worlds().to_string(), "world radapp:policy/policy@0.2.0");
+    assert_eq!(old.description().name, "default");
+
+    let cases = radwasm_policy_model::cases::load_cases(&fixture.join("cases")).expect("cases");
+    assert!(cases.len() >= 5, "{} cases", cases.len());
+    for loaded in &cases {
+        let outcome = old
+            .decide(&loaded.case.observation)
+            .map(|decision| decision.plan);
+        let outcome = match outcome {
+            Ok(plan) => Ok(plan),
+            Err(DecisionError::Policy { error, .. }) => Err(error),
+            Err(error) => panic!("{}: {error}", loaded.path.display()),
+        };
+        if let Err(mismatch) = radwasm_policy_model::cases::check(&loaded.case, &outcome) {
+            panic!("{}: {mismatch}", loaded.path.display());
+        }
+    }
+
+    // Missing reaches it as Failed: its plan is the one for a Failed
+    // resource (and it may plan nothing 0.2 cannot say).
+    let missing = cases
+        .iter()
+        .find_map(|loaded| match &loaded.case.observation {
+            radwasm_policy_model::Observation::DeploymentResource(observation)
+                if observation.status.phase == Some(ResourcePhase::Missing) =>
+            {
+                Some(observation.clone())
+            }
+            _ => None,
+        })
+        .expect("a case with a Missing resource");
+    let mut failed = missing.clone();
+    failed.status.phase = Some(ResourcePhase::Failed);
+    failed.missing_age_ms = None;
+    assert_eq!(
+        old.decide_resource(&missing).expect("decides").plan,
+        old.decide_resource(&failed).expect("decides").plan
+    );
 }
 
 /// `component` with a custom section appended: the same policy, another

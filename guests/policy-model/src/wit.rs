@@ -6,27 +6,37 @@
 //! [`wit_conversions!`](crate::wit_conversions) writes it once: invoked in a
 //! module where the generated interfaces are in scope under short names, it
 //! defines plain conversion functions in that module, for contract version
-//! `v0_2` (both directions) or `v0_1` (what a host needs to drive a guest
-//! built against the older contract: observations to WIT, plans from WIT).
+//! `v0_3` (current, both directions) or `v0_2` / `v0_1` (what a host needs
+//! to drive a guest built against an older contract: observations to WIT,
+//! plans from WIT).
 //!
 //! ```ignore
 //! use crate::bindings::exports::radapp::policy::{metadata, resource_policy as rp, template_policy as tp};
 //! use crate::bindings::radapp::policy::types as wit;
-//! radwasm_policy_model::wit_conversions!(v0_2; types = wit, metadata = metadata, template = tp, resource = rp);
+//! radwasm_policy_model::wit_conversions!(v0_3; types = wit, metadata = metadata, template = tp, resource = rp);
 //! ```
 //!
-//! Fields a version lacks are dropped going to WIT and take their default
-//! coming from it; a refused request is shown to a 0.1 guest as a failed
-//! operation, which is what 0.1 hosts told it.
+//! Fields a version lacks are dropped going to WIT. A refused request is
+//! shown to a 0.1 guest as a failed operation, which is what 0.1 hosts told
+//! it. A resource in the `Missing` phase (0.3) is shown to a 0.1 or 0.2
+//! guest as `failed`, in a resource's status and in the text of an owned
+//! resource's phase alike: the older phase that says something is wrong and
+//! `status.message` says what (`none` would claim it never had a status).
 
 /// Define model ⇄ WIT conversion functions in the calling module. See the
 /// module documentation of `radwasm_policy_model::wit`.
 #[macro_export]
 macro_rules! wit_conversions {
+    (v0_3; types = $wit:ident, metadata = $md:ident, template = $tp:ident, resource = $rp:ident) => {
+        $crate::wit_conversions!(@common $wit, $md, $tp, $rp);
+        $crate::wit_conversions!(@to_wit $wit, $md, $tp, $rp, v0_3);
+        $crate::wit_conversions!(@from_wit $wit, $md, $tp, $rp, v0_3);
+    };
     (v0_2; types = $wit:ident, metadata = $md:ident, template = $tp:ident, resource = $rp:ident) => {
         $crate::wit_conversions!(@common $wit, $md, $tp, $rp);
-        $crate::wit_conversions!(@to_wit $wit, $md, $tp, $rp, v0_2);
-        $crate::wit_conversions!(@from_wit $wit, $md, $tp, $rp, v0_2);
+        $crate::wit_conversions!(@observations_to_wit $wit, $md, $tp, $rp, v0_2);
+        $crate::wit_conversions!(@plans_from_wit $wit, $md, $tp, $rp, v0_2);
+        $crate::wit_conversions!(@meta_from_wit $wit, $md, $tp, $rp);
     };
     (v0_1; types = $wit:ident, metadata = $md:ident, template = $tp:ident, resource = $rp:ident) => {
         $crate::wit_conversions!(@common $wit, $md, $tp, $rp);
@@ -188,13 +198,55 @@ macro_rules! wit_conversions {
                 $tp::TemplatePhase::Held => $crate::TemplatePhase::Held,
             }
         }
+    };
 
+    (@to_wit $wit:ident, $md:ident, $tp:ident, $rp:ident, v0_3) => {
+        $crate::wit_conversions!(@observations_to_wit $wit, $md, $tp, $rp, v0_3);
+        $crate::wit_conversions!(@plans_to_wit $wit, $md, $tp, $rp);
+    };
+    (@from_wit $wit:ident, $md:ident, $tp:ident, $rp:ident, v0_3) => {
+        $crate::wit_conversions!(@observations_from_wit $wit, $md, $tp, $rp);
+        $crate::wit_conversions!(@plans_from_wit $wit, $md, $tp, $rp, v0_3);
+        $crate::wit_conversions!(@meta_from_wit $wit, $md, $tp, $rp);
+    };
+
+    // What differs between contract versions, going to WIT.
+    (@resource_phase $rp:ident, v0_3) => {
         #[allow(dead_code)]
         fn resource_phase_to_wit(phase: $crate::ResourcePhase) -> $rp::ResourcePhase {
             match phase {
                 $crate::ResourcePhase::Ready => $rp::ResourcePhase::Ready,
                 $crate::ResourcePhase::Deleting => $rp::ResourcePhase::Deleting,
                 $crate::ResourcePhase::Failed => $rp::ResourcePhase::Failed,
+                $crate::ResourcePhase::Missing => $rp::ResourcePhase::Missing,
+            }
+        }
+
+        #[allow(dead_code)]
+        fn resource_phase_from_wit(phase: $rp::ResourcePhase) -> $crate::ResourcePhase {
+            match phase {
+                $rp::ResourcePhase::Ready => $crate::ResourcePhase::Ready,
+                $rp::ResourcePhase::Deleting => $crate::ResourcePhase::Deleting,
+                $rp::ResourcePhase::Failed => $crate::ResourcePhase::Failed,
+                $rp::ResourcePhase::Missing => $crate::ResourcePhase::Missing,
+            }
+        }
+
+        #[allow(dead_code)]
+        fn owned_phase_to_wit(phase: String) -> String {
+            phase
+        }
+    };
+    // Before 0.3 there is no `missing`: such a guest is shown `failed`.
+    (@resource_phase $rp:ident, $older:ident) => {
+        #[allow(dead_code)]
+        fn resource_phase_to_wit(phase: $crate::ResourcePhase) -> $rp::ResourcePhase {
+            match phase {
+                $crate::ResourcePhase::Ready => $rp::ResourcePhase::Ready,
+                $crate::ResourcePhase::Deleting => $rp::ResourcePhase::Deleting,
+                $crate::ResourcePhase::Failed | $crate::ResourcePhase::Missing => {
+                    $rp::ResourcePhase::Failed
+                }
             }
         }
 
@@ -206,19 +258,20 @@ macro_rules! wit_conversions {
                 $rp::ResourcePhase::Failed => $crate::ResourcePhase::Failed,
             }
         }
-    };
 
-    (@to_wit $wit:ident, $md:ident, $tp:ident, $rp:ident, v0_2) => {
-        $crate::wit_conversions!(@observations_to_wit $wit, $md, $tp, $rp, v0_2);
-        $crate::wit_conversions!(@plans_to_wit $wit, $md, $tp, $rp);
+        /// An owned resource's phase text, with `Missing` shown as `Failed`.
+        #[allow(dead_code)]
+        fn owned_phase_to_wit(phase: String) -> String {
+            if phase == $crate::ResourcePhase::Missing.as_str() {
+                $crate::ResourcePhase::Failed.as_str().to_string()
+            } else {
+                phase
+            }
+        }
     };
-    (@from_wit $wit:ident, $md:ident, $tp:ident, $rp:ident, v0_2) => {
-        $crate::wit_conversions!(@observations_from_wit $wit, $md, $tp, $rp);
-        $crate::wit_conversions!(@plans_from_wit $wit, $md, $tp, $rp, v0_2);
-        $crate::wit_conversions!(@meta_from_wit $wit, $md, $tp, $rp);
+    (@refused_to_wit $wit:ident, v0_3) => {
+        $crate::wit_conversions!(@refused_to_wit $wit, v0_2);
     };
-
-    // What differs between contract versions, going to WIT.
     (@refused_to_wit $wit:ident, v0_2) => {
         #[allow(dead_code)]
         fn refused_to_wit(error: $crate::RadiusError) -> $wit::OperationResult {
@@ -232,6 +285,15 @@ macro_rules! wit_conversions {
             $wit::OperationResult::Failed(radius_error_to_wit(error))
         }
     };
+    (@template_observation_literal $tp:ident, v0_3, $o:ident, $($field:ident),*) => {
+        $tp::TemplateObservation {
+            $($field,)*
+            last_failure: $o.last_failure.map(failure_to_wit),
+            dependency_cycle: $o.dependency_cycle,
+            deployments: $o.deployments,
+            deployed_age_ms: $o.deployed_age_ms,
+        }
+    };
     (@template_observation_literal $tp:ident, v0_2, $o:ident, $($field:ident),*) => {
         $tp::TemplateObservation {
             $($field,)*
@@ -243,6 +305,22 @@ macro_rules! wit_conversions {
     (@template_observation_literal $tp:ident, v0_1, $o:ident, $($field:ident),*) => {
         $tp::TemplateObservation { $($field,)* }
     };
+    (@owned_resource_literal $tp:ident, v0_3, $owned:ident, $($field:ident),*) => {
+        $tp::OwnedResource {
+            $($field,)*
+            missing_age_ms: $owned.missing_age_ms,
+        }
+    };
+    (@owned_resource_literal $tp:ident, $older:ident, $owned:ident, $($field:ident),*) => {
+        $tp::OwnedResource { $($field,)* }
+    };
+    (@resource_observation_literal $rp:ident, v0_3, $o:ident, $($field:ident),*) => {
+        $rp::ResourceObservation {
+            $($field,)*
+            last_failure: $o.last_failure.map(failure_to_wit),
+            missing_age_ms: $o.missing_age_ms,
+        }
+    };
     (@resource_observation_literal $rp:ident, v0_2, $o:ident, $($field:ident),*) => {
         $rp::ResourceObservation {
             $($field,)*
@@ -251,6 +329,9 @@ macro_rules! wit_conversions {
     };
     (@resource_observation_literal $rp:ident, v0_1, $o:ident, $($field:ident),*) => {
         $rp::ResourceObservation { $($field,)* }
+    };
+    (@failure_to_wit $wit:ident, v0_3) => {
+        $crate::wit_conversions!(@failure_to_wit $wit, v0_2);
     };
     (@failure_to_wit $wit:ident, v0_2) => {
         #[allow(dead_code)]
@@ -268,6 +349,7 @@ macro_rules! wit_conversions {
     (@observations_to_wit $wit:ident, $md:ident, $tp:ident, $rp:ident, $v:ident) => {
         $crate::wit_conversions!(@failure_to_wit $wit, $v);
         $crate::wit_conversions!(@refused_to_wit $wit, $v);
+        $crate::wit_conversions!(@resource_phase $rp, $v);
 
         #[allow(dead_code)]
         fn operation_to_wit(operation: $crate::OperationObservation) -> $wit::OperationObservation {
@@ -318,11 +400,13 @@ macro_rules! wit_conversions {
             let owned_resources = o
                 .owned_resources
                 .into_iter()
-                .map(|owned| $tp::OwnedResource {
-                    name: owned.name,
-                    radius_id: owned.radius_id,
-                    deletion_requested: owned.deletion_requested,
-                    phase: owned.phase,
+                .map(|owned| {
+                    let name = owned.name;
+                    let radius_id = owned.radius_id;
+                    let deletion_requested = owned.deletion_requested;
+                    let phase = owned_phase_to_wit(owned.phase);
+                    $crate::wit_conversions!(@owned_resource_literal $tp, $v, owned,
+                        name, radius_id, deletion_requested, phase)
                 })
                 .collect();
             let operation = o.operation.map(operation_to_wit);
@@ -435,6 +519,7 @@ macro_rules! wit_conversions {
                         radius_id: owned.radius_id,
                         deletion_requested: owned.deletion_requested,
                         phase: owned.phase,
+                        missing_age_ms: owned.missing_age_ms,
                     })
                     .collect(),
                 operation: o.operation.map(operation_from_wit),
@@ -450,6 +535,7 @@ macro_rules! wit_conversions {
                 last_failure: o.last_failure.map(failure_from_wit),
                 dependency_cycle: o.dependency_cycle,
                 deployments: o.deployments,
+                deployed_age_ms: o.deployed_age_ms,
             }
         }
 
@@ -477,10 +563,14 @@ macro_rules! wit_conversions {
                 }),
                 operation: o.operation.map(operation_from_wit),
                 last_failure: o.last_failure.map(failure_from_wit),
+                missing_age_ms: o.missing_age_ms,
             }
         }
     };
 
+    (@template_action_from_wit_newer $tp:ident, v0_3) => {
+        $crate::wit_conversions!(@template_action_from_wit_newer $tp, v0_2);
+    };
     (@template_action_from_wit_newer $tp:ident, v0_2) => {
         #[allow(dead_code)]
         fn template_action_from_wit_newer(action: $tp::TemplateAction) -> $crate::TemplateAction {

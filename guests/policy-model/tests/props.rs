@@ -595,14 +595,22 @@ fn template_observation() -> impl Strategy<Value = TemplateObservation> {
                 }
             },
         );
-    let owned = (text(), text(), any::<bool>(), text()).prop_map(
-        |(name, radius_id, deletion_requested, phase)| OwnedResource {
-            name,
-            radius_id,
-            deletion_requested,
-            phase,
-        },
-    );
+    let owned = (
+        text(),
+        text(),
+        any::<bool>(),
+        text(),
+        proptest::option::of(any::<u64>()),
+    )
+        .prop_map(
+            |(name, radius_id, deletion_requested, phase, missing_age_ms)| OwnedResource {
+                name,
+                radius_id,
+                deletion_requested,
+                phase,
+                missing_age_ms,
+            },
+        );
     let dependency = (
         text(),
         any::<bool>(),

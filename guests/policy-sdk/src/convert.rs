@@ -6,4 +6,4 @@ use crate::bindings::exports::radapp::policy::{
 };
 use crate::bindings::radapp::policy::types as wit;
 
-radwasm_policy_model::wit_conversions!(v0_2; types = wit, metadata = metadata, template = tp, resource = rp);
+radwasm_policy_model::wit_conversions!(v0_3; types = wit, metadata = metadata, template = tp, resource = rp);

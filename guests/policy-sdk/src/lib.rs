@@ -4,7 +4,7 @@
 //! (`radwasm-policy-model`); every method defaults to the default policy
 //! (`radwasm-policy-core`), so a policy overrides only what it changes.
 //! [`export_policy!`] turns it into the component exports of world
-//! `radapp:policy/policy@0.2.0`:
+//! `radapp:policy/policy@0.3.0`:
 //!
 //! ```ignore
 //! use radwasm_policy_sdk::{Policy, model};
@@ -135,7 +135,7 @@ pub fn log(level: Level, message: &str) {
 }
 
 /// Export a [`Policy`] implementation as the guest's component exports
-/// (world `radapp:policy/policy@0.2.0`: `metadata.describe`,
+/// (world `radapp:policy/policy@0.3.0`: `metadata.describe`,
 /// `template-policy.decide` and `resource-policy.decide`), converting between
 /// the WIT types and the [`model`] types. Invoke it once, at the crate root
 /// of a `cdylib` crate, with the type implementing [`Policy`]:

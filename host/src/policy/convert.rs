@@ -3,7 +3,17 @@
 //! written once, in `radwasm_policy_model::wit_conversions!`, which the guest
 //! SDK uses too.
 
-/// Contract 0.2 (current).
+/// Contract 0.3 (current).
+pub mod v0_3 {
+    use super::super::bindings::v0_3::exports::radapp::policy::{
+        metadata, resource_policy as rp, template_policy as tp,
+    };
+    use super::super::bindings::v0_3::radapp::policy::types as wit;
+
+    radwasm_policy_model::wit_conversions!(v0_3; types = wit, metadata = metadata, template = tp, resource = rp);
+}
+
+/// Contract 0.2: what a host needs to drive a guest built against it.
 pub mod v0_2 {
     use super::super::bindings::v0_2::exports::radapp::policy::{
         metadata, resource_policy as rp, template_policy as tp,
@@ -62,7 +72,8 @@ mod tests {
                 name: "o".into(),
                 radius_id: "id".into(),
                 deletion_requested: true,
-                phase: "Ready".into(),
+                phase: "Missing".into(),
+                missing_age_ms: Some(60_000),
             }],
             operation: Some(model::OperationObservation {
                 kind: model::OperationKind::Deployment,
@@ -88,6 +99,31 @@ mod tests {
             }),
             dependency_cycle: vec!["app".into(), "db".into(), "app".into()],
             deployments: vec!["d1".into(), "d2".into()],
+            deployed_age_ms: Some(120_000),
+        }
+    }
+
+    fn full_resource_observation() -> model::ResourceObservation {
+        let template = full_observation();
+        model::ResourceObservation {
+            meta: template.meta,
+            radius_id: "id".into(),
+            status: model::ResourceStatus {
+                phase: Some(model::ResourcePhase::Missing),
+                message: "id is missing in Radius".into(),
+                conditions: template.status.conditions,
+            },
+            owner: Some(model::OwnerTemplate {
+                name: "app".into(),
+                reference_uid: "u".into(),
+                found_uid: Some("u".into()),
+                deletion_requested: false,
+                annotations: [("a".to_string(), "2".to_string())].into(),
+                provider_config: "{}".into(),
+            }),
+            operation: template.operation,
+            last_failure: template.last_failure,
+            missing_age_ms: Some(60_000),
         }
     }
 
@@ -95,11 +131,17 @@ mod tests {
     fn every_field_survives_the_round_trip_through_the_current_contract() {
         // The guest SDK converts back with the same macro: a field the macro
         // forgot in either direction shows up here.
-        use super::super::bindings::v0_2::exports::radapp::policy::template_policy as tp;
+        use super::super::bindings::v0_3::exports::radapp::policy::template_policy as tp;
         let observation = full_observation();
         let wit: tp::TemplateObservation =
-            super::v0_2::template_observation_to_wit(observation.clone());
-        let back = super::v0_2::template_observation_from_wit(wit);
+            super::v0_3::template_observation_to_wit(observation.clone());
+        let back = super::v0_3::template_observation_from_wit(wit);
+        assert_eq!(back, observation);
+
+        let observation = full_resource_observation();
+        let back = super::v0_3::resource_observation_from_wit(
+            super::v0_3::resource_observation_to_wit(observation.clone()),
+        );
         assert_eq!(back, observation);
 
         let plan = model::TemplatePlan {
@@ -109,8 +151,43 @@ mod tests {
             ],
         };
         let back =
-            super::v0_2::template_plan_from_wit(super::v0_2::template_plan_to_wit(plan.clone()));
+            super::v0_3::template_plan_from_wit(super::v0_3::template_plan_to_wit(plan.clone()));
         assert_eq!(back, plan);
+
+        let plan = model::ResourcePlan {
+            actions: vec![model::ResourceAction::SetStatus(
+                model::ResourceStatusUpdate {
+                    phase: Some(model::ResourcePhase::Missing),
+                    message: Some("gone".into()),
+                    conditions: Vec::new(),
+                    clear_operation: false,
+                },
+            )],
+        };
+        let back =
+            super::v0_3::resource_plan_from_wit(super::v0_3::resource_plan_to_wit(plan.clone()));
+        assert_eq!(back, plan);
+    }
+
+    #[test]
+    fn a_contract_0_2_guest_sees_a_missing_resource_as_failed_and_no_new_fields() {
+        use super::super::bindings::v0_2::exports::radapp::policy::resource_policy as rp;
+        use super::super::bindings::v0_2::radapp::policy::types as wit;
+        let converted = super::v0_2::template_observation_to_wit(full_observation());
+        assert_eq!(converted.owned_resources[0].phase, "Failed");
+        assert!(
+            matches!(
+                converted.operation.expect("operation").result,
+                wit::OperationResult::Refused(ref e) if e.code == "BadRequest"
+            ),
+            "0.2 knows refusals"
+        );
+        assert_eq!(converted.deployments, vec!["d1", "d2"]);
+
+        let converted = super::v0_2::resource_observation_to_wit(full_resource_observation());
+        assert_eq!(converted.status.phase, Some(rp::ResourcePhase::Failed));
+        assert_eq!(converted.status.message, "id is missing in Radius");
+        assert!(converted.last_failure.is_some());
     }
 
     #[test]
@@ -124,5 +201,10 @@ mod tests {
             operation.result
         );
         assert_eq!(converted.spec_hash, "h");
+        assert_eq!(converted.owned_resources[0].phase, "Failed");
+
+        use super::super::bindings::v0_1::exports::radapp::policy::resource_policy as rp;
+        let converted = super::v0_1::resource_observation_to_wit(full_resource_observation());
+        assert_eq!(converted.status.phase, Some(rp::ResourcePhase::Failed));
     }
 }

@@ -16,7 +16,7 @@ use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
 };
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_2, v0_3};
 use super::convert;
 use super::sandbox::{GuestLog, SandboxState};
 use super::validate::{self, Contract, LoadError, Worlds};
@@ -172,11 +172,15 @@ impl PolicyEngine {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|error| anyhow::anyhow!("linking WASI: {error}"))?;
         // The `log` import of every contract version loaded (their names
-        // differ by version, so both live in one linker).
-        v0_2::Policy::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |state| {
+        // differ by version, so all live in one linker).
+        v0_3::Policy::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |state| {
             state
         })
         .map_err(|error| anyhow::anyhow!("linking the policy log import: {error}"))?;
+        v0_2::Policy::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |state| {
+            state
+        })
+        .map_err(|error| anyhow::anyhow!("linking the 0.2 policy log import: {error}"))?;
         v0_1::Policy::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |state| {
             state
         })
@@ -358,6 +362,13 @@ struct LoadedInner {
 /// against. Each version's observations and plans go through its own
 /// conversions (`convert.rs`); everything else is shared.
 enum Exports {
+    V0_3(
+        Indices<
+            v0_3_exports::metadata::GuestIndices,
+            v0_3_exports::template_policy::GuestIndices,
+            v0_3_exports::resource_policy::GuestIndices,
+        >,
+    ),
     V0_2(
         Indices<
             v0_2_exports::metadata::GuestIndices,
@@ -376,6 +387,7 @@ enum Exports {
 
 use v0_1::exports::radapp::policy as v0_1_exports;
 use v0_2::exports::radapp::policy as v0_2_exports;
+use v0_3::exports::radapp::policy as v0_3_exports;
 
 struct Indices<M, T, R> {
     metadata: M,
@@ -405,6 +417,7 @@ macro_rules! indices {
 impl Exports {
     fn new(pre: &InstancePre<SandboxState>, worlds: Worlds) -> wasmtime::Result<Self> {
         Ok(match worlds.contract {
+            Contract::V0_3 => Exports::V0_3(indices!(v0_3_exports, pre, worlds)),
             Contract::V0_2 => Exports::V0_2(indices!(v0_2_exports, pre, worlds)),
             Contract::V0_1 => Exports::V0_1(indices!(v0_1_exports, pre, worlds)),
         })
@@ -471,6 +484,7 @@ impl LoadedPolicy {
             }};
         }
         match &self.inner.exports {
+            Exports::V0_3(indices) => describe!(indices, v0_3),
             Exports::V0_2(indices) => describe!(indices, v0_2),
             Exports::V0_1(indices) => describe!(indices, v0_1),
         }
@@ -501,6 +515,7 @@ impl LoadedPolicy {
             }};
         }
         match &self.inner.exports {
+            Exports::V0_3(indices) => decide!(indices, v0_3),
             Exports::V0_2(indices) => decide!(indices, v0_2),
             Exports::V0_1(indices) => decide!(indices, v0_1),
         }
@@ -531,6 +546,7 @@ impl LoadedPolicy {
             }};
         }
         match &self.inner.exports {
+            Exports::V0_3(indices) => decide!(indices, v0_3),
             Exports::V0_2(indices) => decide!(indices, v0_2),
             Exports::V0_1(indices) => decide!(indices, v0_1),
         }

@@ -8,7 +8,7 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_2, v0_3};
 
 /// Most log messages kept from one decision; later ones are counted, not kept.
 pub const MAX_LOG_MESSAGES: usize = 64;
@@ -182,4 +182,4 @@ macro_rules! log_import {
     )*};
 }
 
-log_import!(v0_1, v0_2);
+log_import!(v0_1, v0_2, v0_3);

@@ -10,35 +10,42 @@ use wasmtime::component::Component;
 /// The contract package.
 pub const PACKAGE: &str = "radapp:policy";
 /// The contract version guests are built against today (`wit/policy.wit`).
-pub const VERSION: &str = "0.2.0";
+pub const VERSION: &str = "0.3.0";
 
 /// A contract version this host loads guests of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contract {
     /// `wit/policy.wit`.
+    V0_3,
+    /// `wit/v0.2/policy.wit`: older guests keep working.
     V0_2,
-    /// `wit/v0.1/policy.wit`: older guests keep working.
+    /// `wit/v0.1/policy.wit`.
     V0_1,
 }
 
 impl Contract {
     /// Every version loaded, newest first.
-    pub const ALL: [Contract; 2] = [Contract::V0_2, Contract::V0_1];
+    pub const ALL: [Contract; 3] = [Contract::V0_3, Contract::V0_2, Contract::V0_1];
 
     pub fn version(self) -> &'static str {
         match self {
+            Contract::V0_3 => "0.3.0",
             Contract::V0_2 => "0.2.0",
             Contract::V0_1 => "0.1.0",
         }
     }
 }
 
+/// "radapp:policy@0.3.0, radapp:policy@0.2.0 and radapp:policy@0.1.0".
 fn supported() -> String {
-    Contract::ALL
+    let names: Vec<String> = Contract::ALL
         .iter()
         .map(|c| format!("{PACKAGE}@{}", c.version()))
-        .collect::<Vec<_>>()
-        .join(" and ")
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
 }
 
 const METADATA: &str = "metadata";
@@ -150,7 +157,7 @@ fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadEr
                 .iter()
                 .any(|name| name == &qualified(METADATA, contract.version()))
         })
-        .unwrap_or(Contract::V0_2);
+        .unwrap_or(Contract::V0_3);
     let version = contract.version();
     let qualified = |interface: &str| qualified(interface, version);
     let has = |interface: &str| exports.iter().any(|name| name == &qualified(interface));
@@ -296,28 +303,41 @@ mod tests {
             "world radapp:policy/template-policy-guest@0.2.0"
         );
         assert_eq!(worlds.contract, Contract::V0_2);
+        let resource_only = names(&[
+            "radapp:policy/metadata@0.3.0",
+            "radapp:policy/resource-policy@0.3.0",
+        ]);
+        let worlds =
+            check_exports("p.wasm", &resource_only).expect("implements the resource world");
+        assert_eq!(
+            worlds.to_string(),
+            "world radapp:policy/resource-policy-guest@0.3.0"
+        );
+        assert_eq!(worlds.contract, Contract::V0_3);
     }
 
     #[test]
     fn a_guest_built_against_another_contract_version_is_told_so() {
         let newer = names(&[
-            "radapp:policy/metadata@0.3.0",
-            "radapp:policy/template-policy@0.3.0",
+            "radapp:policy/metadata@0.4.0",
+            "radapp:policy/template-policy@0.4.0",
         ]);
-        let error = check_exports("new.wasm", &newer).expect_err("0.3.0 is not loaded");
+        let error = check_exports("new.wasm", &newer).expect_err("0.4.0 is not loaded");
         let message = error.to_string();
         assert!(message.contains("new.wasm"), "{message}");
         assert!(
-            message.contains("radapp:policy/template-policy@0.3.0"),
+            message.contains("radapp:policy/template-policy@0.4.0"),
             "{message}"
         );
         assert!(
-            message.contains("this host implements radapp:policy@0.2.0 and radapp:policy@0.1.0"),
+            message.contains(
+                "this host implements radapp:policy@0.3.0, radapp:policy@0.2.0 and radapp:policy@0.1.0"
+            ),
             "{message}"
         );
         let mixed = names(&[
-            "radapp:policy/metadata@0.2.0",
-            "radapp:policy/template-policy@0.1.0",
+            "radapp:policy/metadata@0.3.0",
+            "radapp:policy/template-policy@0.2.0",
         ]);
         let error = check_exports("mixed.wasm", &mixed).expect_err("one version per guest");
         assert!(
@@ -328,12 +348,12 @@ mod tests {
 
     #[test]
     fn a_guest_without_describe_is_told_what_is_missing() {
-        let error = check_exports("p.wasm", &names(&["radapp:policy/template-policy@0.2.0"]))
+        let error = check_exports("p.wasm", &names(&["radapp:policy/template-policy@0.3.0"]))
             .expect_err("metadata is required");
         assert!(
             error
                 .to_string()
-                .contains("does not export radapp:policy/metadata@0.2.0"),
+                .contains("does not export radapp:policy/metadata@0.3.0"),
             "{error}"
         );
     }
@@ -350,7 +370,9 @@ mod tests {
         );
         assert!(check_import("p.wasm", Contract::V0_1, "radapp:policy/log@0.1.0").is_ok());
         assert!(check_import("p.wasm", Contract::V0_2, "radapp:policy/log@0.2.0").is_ok());
+        assert!(check_import("p.wasm", Contract::V0_3, "radapp:policy/log@0.3.0").is_ok());
         assert!(check_import("p.wasm", Contract::V0_2, "radapp:policy/log@0.1.0").is_err());
+        assert!(check_import("p.wasm", Contract::V0_3, "radapp:policy/log@0.2.0").is_err());
         assert!(check_import("p.wasm", Contract::V0_2, "acme:secrets/vault").is_err());
     }
 }
