@@ -15,6 +15,7 @@ const GUESTS: &[&str] = &[
     "default-policy",
     "image-tag-guardrail",
     "misbehaving-policy",
+    "annotation-canary",
 ];
 const WASM_TARGET: &str = "wasm32-wasip2";
 const GUEST_PROFILE: &str = "guest";

@@ -864,6 +864,19 @@ pub fn app_template(name: &str) -> DeploymentTemplate {
     )
 }
 
+/// The same app with resource names of its own (`{name}-output-resources-…`),
+/// for scenarios with several templates in one namespace: two templates
+/// deploying the same Radius resource conflict (the second fails with
+/// `ResourceConflict`).
+pub fn own_app_template(name: &str) -> DeploymentTemplate {
+    template(
+        name,
+        &fixture("deploymenttemplate-outputresources-1.json")
+            .replace("output-resources-", &format!("{name}-output-resources-")),
+        "",
+    )
+}
+
 pub fn template(name: &str, template: &str, parameters: &str) -> DeploymentTemplate {
     template_in(NS, name, template, parameters)
 }

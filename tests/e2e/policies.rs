@@ -17,7 +17,7 @@ use radwasm::crd::DeploymentTemplate;
 use radwasm::reconcile_policy::ReconcilePolicy;
 use serde_json::{Value, json};
 
-use crate::harness::{System, app_template};
+use crate::harness::{System, app_template, own_app_template};
 use crate::realkube::eventually;
 
 /// A ReconcilePolicy deciding for the scenario's namespace with the default
@@ -160,7 +160,7 @@ async fn wait_policy(system: &System, name: &str, status: &str, reason: &str) ->
 }
 
 fn labelled(name: &str, labels: &[(&str, &str)]) -> DeploymentTemplate {
-    let mut template = app_template(name);
+    let mut template = own_app_template(name);
     template.metadata.labels = Some(
         labels
             .iter()
@@ -171,7 +171,7 @@ fn labelled(name: &str, labels: &[(&str, &str)]) -> DeploymentTemplate {
 }
 
 fn annotated(name: &str, policy: &str) -> DeploymentTemplate {
-    let mut template = app_template(name);
+    let mut template = own_app_template(name);
     template.metadata.annotations = Some(BTreeMap::from([(
         "radapp.io/policy".to_string(),
         policy.to_string(),
@@ -267,7 +267,7 @@ async fn the_annotation_then_priority_then_the_controllers_policy_decide() {
     system
         .create(&labelled("by-labels", &[("team", &team)]))
         .await;
-    system.create(&app_template("by-default")).await;
+    system.create(&own_app_template("by-default")).await;
     system.create(&annotated("by-annotation", &named)).await;
     let missing = format!("{}-missing", system.namespace);
     system.create(&annotated("unknown", &missing)).await;
@@ -549,7 +549,7 @@ async fn a_shadow_policy_only_counts_where_it_would_decide_otherwise() {
     system
         .create(&labelled("canaried", &[("canary", &select)]))
         .await;
-    system.create(&app_template("not-canaried")).await;
+    system.create(&own_app_template("not-canaried")).await;
     let ready = system.wait_phase("canaried", "Ready").await;
     assert_eq!(decided_by(&ready), None, "the controller's policy decided");
     system.wait_phase("not-canaried", "Ready").await;
@@ -595,6 +595,223 @@ async fn a_shadow_policy_only_counts_where_it_would_decide_otherwise() {
         "one deployment per template, none from a shadow"
     );
     delete_policies(&system, &[&disagreeing, &agreeing]).await;
+    system.shutdown().await;
+}
+
+/// The annotation the `annotation-canary` guest reads (and the default
+/// policy does not): on a template set to `true`, the canary's plans drop
+/// the default's `emitEvent` actions.
+const QUIET: &str = "canary.radwasm.io/quiet";
+
+/// A plan (a record's `plan`) without its `emitEvent` actions.
+fn without_events(plan: &Value) -> Vec<Value> {
+    plan.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|action| action.get("emitEvent").is_none())
+        .cloned()
+        .collect()
+}
+
+/// The spec's shadow scenario: a candidate that differs from the enforcing
+/// policy on exactly one annotation reports exactly those disagreements and
+/// changes nothing in Kubernetes or Radius.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_differing_on_one_annotation_disagrees_only_there_and_changes_nothing() {
+    let system = System::start(&["--decision-ring", "10000"]).await;
+    put_module(&system, "canary", guest("annotation-canary")).await;
+    // The controller's own policy (the default) enforces; the canary
+    // watches every object of the scenario's namespace.
+    let canary = create_policy(
+        &system,
+        "canary",
+        json!({"module": module_from(&system, "canary"), "mode": "Shadow"}),
+    )
+    .await;
+    let loaded = wait_policy(&system, &canary, "True", "Loaded").await;
+    assert_eq!(
+        loaded.status.and_then(|s| s.name).as_deref(),
+        Some("annotation-canary")
+    );
+
+    let quiet = ["quiet-0", "quiet-1"];
+    let plain = ["plain-0", "plain-1", "plain-2", "plain-3"];
+    for name in quiet {
+        let mut template = own_app_template(name);
+        template.metadata.annotations =
+            Some(BTreeMap::from([(QUIET.to_string(), "true".to_string())]));
+        system.create(&template).await;
+    }
+    for name in plain {
+        system.create(&own_app_template(name)).await;
+    }
+    let all: Vec<&str> = quiet.iter().chain(&plain).copied().collect();
+    for name in &all {
+        let ready = system.wait_phase(name, "Ready").await;
+        assert_eq!(decided_by(&ready), None, "{name}: the default decided");
+        assert_eq!(
+            ready
+                .status
+                .and_then(|s| s.policy)
+                .map(|p| p.name)
+                .as_deref(),
+            Some("default"),
+            "{name}"
+        );
+    }
+
+    // Settled: the status (written every 10 s when the counts moved) and
+    // the metric count exactly the shadow decisions the ring holds, twice
+    // in a row a second apart.
+    let prefix = format!("{}/", system.namespace);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let mut previous = None;
+    let (records, status) = loop {
+        let ring = system.scrape("/debug/decisions").await;
+        let records: Vec<Value> = ring
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a decision record"))
+            .filter(|r: &Value| r["object"].as_str().is_some_and(|o| o.starts_with(&prefix)))
+            .collect();
+        let shadows = records.iter().filter(|r| r["role"] == "shadow").count() as u64;
+        let status = policies(&system.client)
+            .get(&canary)
+            .await
+            .expect("get the canary")
+            .status
+            .expect("status");
+        let metrics = system.metrics().await;
+        let metric = |outcome: &str| -> u64 {
+            metrics
+                .lines()
+                .filter(|l| {
+                    l.starts_with("radwasm_shadow_decisions_total{")
+                        && l.contains(&format!("shadow=\"{canary}\""))
+                        && l.contains(&format!("outcome=\"{outcome}\""))
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+                .sum()
+        };
+        let counts = (
+            shadows,
+            status.decisions,
+            status.shadow_disagreements,
+            metric("agreed") + metric("disagreed") + metric("failed"),
+            metric("disagreed"),
+        );
+        if counts.0 == counts.1
+            && counts.1 == counts.3
+            && counts.2 == counts.4
+            && previous == Some(counts)
+        {
+            break (records, status);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the shadow counts did not settle in 90 s: (ring, status decisions, status disagreements, metric decisions, metric disagreements) = {counts:?}\n{}",
+            system.logs()
+        );
+        previous = Some(counts);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+
+    // Every shadow record, paired with the enforcing decision on the same
+    // observation.
+    let mut shadowed = std::collections::BTreeSet::new();
+    let mut disagreeing: BTreeMap<String, usize> = BTreeMap::new();
+    for shadow in records.iter().filter(|r| r["role"] == "shadow") {
+        let object = shadow["object"].as_str().expect("object").to_string();
+        assert_eq!(shadow["outcome"], "ok", "the canary decided: {shadow}");
+        assert_eq!(shadow["policy"]["name"], "annotation-canary");
+        let enforced = records
+            .iter()
+            .find(|r| {
+                r["role"] == "enforce"
+                    && r["kind"] == shadow["kind"]
+                    && r["object"] == shadow["object"]
+                    && r["observation"] == shadow["observation"]
+            })
+            .unwrap_or_else(|| panic!("no enforcing decision for the shadow's {shadow}"));
+        assert_eq!(enforced["policy"]["name"], "default");
+        if shadow["kind"] == "DeploymentTemplate" {
+            shadowed.insert(object.clone());
+        }
+        if enforced["plan"] != shadow["plan"] {
+            // The one difference the annotation makes, and nothing else.
+            assert_eq!(shadow["kind"], "DeploymentTemplate", "{object}");
+            assert_eq!(
+                Value::Array(without_events(&enforced["plan"])),
+                shadow["plan"],
+                "{object}: the canary's plan is the default's without its events"
+            );
+            *disagreeing.entry(object).or_default() += 1;
+        }
+    }
+    let named =
+        |names: &[&str]| -> Vec<String> { names.iter().map(|n| format!("{prefix}{n}")).collect() };
+    assert_eq!(
+        shadowed.into_iter().collect::<Vec<_>>(),
+        {
+            let mut every = named(&all);
+            every.sort();
+            every
+        },
+        "the canary watched every template"
+    );
+    assert_eq!(
+        disagreeing.keys().cloned().collect::<Vec<_>>(),
+        named(&quiet),
+        "disagreements on the annotated templates, on each of them, and nowhere else"
+    );
+    let recorded: u64 = disagreeing.values().map(|n| *n as u64).sum();
+    assert_eq!(status.shadow_disagreements, recorded, "{status:?}");
+    assert!(recorded >= quiet.len() as u64);
+    // The controller's log names the same objects, as often.
+    let logged: Vec<String> = system
+        .all_logs()
+        .lines()
+        .filter(|l| l.contains("shadow policy disagrees") && l.contains(&canary))
+        .filter_map(|l| {
+            l.split("object=")
+                .nth(1)?
+                .split_whitespace()
+                .next()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(logged.len() as u64, recorded, "{logged:?}");
+    assert!(
+        logged.iter().all(|o| o
+            .strip_prefix("DeploymentTemplate:")
+            .is_some_and(|o| disagreeing.contains_key(o))),
+        "{logged:?}"
+    );
+
+    // Nothing the canary decided was carried out: one deployment per
+    // template, and the annotated templates have the default's Events.
+    for name in &all {
+        assert_eq!(deployments_of(&system, name), 1, "{name} deployed once");
+    }
+    assert_eq!(system.radius().stats().deployment_puts, all.len() as u64);
+    let reasons = |events: Vec<String>| -> Vec<String> {
+        let mut reasons: Vec<String> = events
+            .iter()
+            .filter_map(|e| e.split(' ').next().map(str::to_string))
+            .collect();
+        reasons.sort();
+        reasons.dedup();
+        reasons
+    };
+    let expected = reasons(system.wait_event("plain-0", "DeploymentSucceeded").await);
+    assert!(
+        expected.iter().any(|r| r == "DeploymentStarted"),
+        "{expected:?}"
+    );
+    for name in quiet {
+        let events = reasons(system.wait_event(name, "DeploymentSucceeded").await);
+        assert_eq!(events, expected, "{name}: the enforcing policy's Events");
+    }
+    delete_policies(&system, &[&canary]).await;
     system.shutdown().await;
 }
 
