@@ -92,6 +92,12 @@ pub struct MethodLabels {
     pub method: String,
 }
 
+/// Labels of one drift check: what it found (`found`, `missing`, `error`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DriftLabels {
+    pub result: &'static str,
+}
+
 /// Every metric the host exports. Each moves in a test
 /// (`host/src/metrics.rs` and the end-to-end suite).
 pub struct Metrics {
@@ -107,6 +113,7 @@ pub struct Metrics {
     remembered_objects: Gauge,
     radius_requests: Family<RadiusLabels, Counter>,
     radius_request_seconds: Family<MethodLabels, Histogram>,
+    drift_checks: Family<DriftLabels, Counter>,
     /// Decision records: their counters are registered and their ring is
     /// served on `/debug/decisions` (`with_decision_records`).
     decision_records: Option<Recorder>,
@@ -194,6 +201,12 @@ impl Default for Metrics {
             "Latency of one Radius API request attempt, by method",
             radius_request_seconds.clone(),
         );
+        let drift_checks = Family::<DriftLabels, Counter>::default();
+        registry.register(
+            "drift_checks",
+            "Drift checks of DeploymentResources (a GET of the Radius resource), by what they found",
+            drift_checks.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -207,6 +220,7 @@ impl Default for Metrics {
             remembered_objects,
             radius_requests,
             radius_request_seconds,
+            drift_checks,
             decision_records: None,
         }
     }
@@ -265,6 +279,13 @@ impl Metrics {
     pub fn count_paced(&self, kind: &'static str) {
         self.paced_mutations
             .get_or_create(&KindLabels { kind })
+            .inc();
+    }
+
+    /// One drift check: `found`, `missing` or `error`.
+    pub fn count_drift_check(&self, result: &'static str) {
+        self.drift_checks
+            .get_or_create(&DriftLabels { result })
             .inc();
     }
 
@@ -442,6 +463,7 @@ mod tests {
         );
         metrics.count_decision_failure("DeploymentResource", "OutOfFuel");
         metrics.count_paced("DeploymentResource");
+        metrics.count_drift_check("missing");
         metrics.count_shadow("DeploymentTemplate", "team-a", "team-a-canary", "disagreed");
         metrics.set_remembered_objects(3);
         metrics.observe_radius_request("DELETE", 409, Duration::from_millis(2));
@@ -454,6 +476,7 @@ mod tests {
             r#"radwasm_policy_decision_fuel_sum{kind="DeploymentTemplate",policy="default",version="0.1.0",outcome="ok"} 84000.0"#,
             r#"radwasm_policy_decision_failures_total{kind="DeploymentResource",reason="OutOfFuel"} 1"#,
             r#"radwasm_radius_mutations_held_back_total{kind="DeploymentResource"} 1"#,
+            r#"radwasm_drift_checks_total{result="missing"} 1"#,
             "radwasm_remembered_objects 3",
             r#"radwasm_radius_requests_total{method="DELETE",outcome="client_error",code="409"} 1"#,
             r#"radwasm_radius_requests_total{method="PUT",outcome="unreachable",code="0"} 1"#,

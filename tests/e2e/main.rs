@@ -5,6 +5,7 @@
 mod churn;
 mod control_plane;
 mod dev;
+mod drift;
 mod harness;
 mod helm;
 mod image;

@@ -9,7 +9,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use radwasm::crd::{DeploymentTemplate, ProviderConfig};
 use serde_json::json;
 
-use crate::harness::{System, app_template, fixture, id, template, template_in};
+use crate::harness::{System, app_template, fixture, id, own_app_template, template, template_in};
 
 const TEMPLATE_FINALIZER: &str = "radapp.io/deployment-template-finalizer";
 const RESOURCE_FINALIZER: &str = "radapp.io/deployment-resource-finalizer";
@@ -462,7 +462,7 @@ async fn annotated(
     name: &str,
     annotations: &[(&str, &str)],
 ) -> DeploymentTemplate {
-    let mut object = app_template(name);
+    let mut object = own_app_template(name);
     object.metadata.annotations = Some(
         annotations
             .iter()
@@ -948,5 +948,56 @@ async fn a_template_named_at_the_length_limit_deploys_and_its_events_are_recorde
         "{}",
         system.logs()
     );
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_templates_deploying_the_same_radius_resource_do_not_share_its_tracker() {
+    // Both deploy the same three resources (the same ids). The second may
+    // not take over the first one's DeploymentResources: it fails naming
+    // the conflict. Deleting it does not adopt them either (it would delete
+    // them behind the first one's back): it stays, Failed, until the
+    // conflict is gone.
+    let system = System::start(&[]).await;
+    system.ready_app().await;
+    system.create(&app_template("copy")).await;
+    let failed = system.wait_phase("copy", "Failed").await;
+    let status = failed.status.expect("status");
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("already tracked by DeploymentResource")
+            && message.contains("DeploymentTemplate app controls"),
+        "{message}"
+    );
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready condition");
+    assert_eq!(ready.reason, "ResourceConflict");
+    assert_eq!(system.owned("app").await.len(), 3);
+    assert!(system.owned("copy").await.is_empty());
+    system.wait_event("copy", "ResourceConflict").await;
+
+    system
+        .templates()
+        .delete("copy", &DeleteParams::default())
+        .await
+        .expect("delete copy");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let copy = system.templates().get("copy").await.expect("copy stays");
+    assert_eq!(
+        copy.status.and_then(|s| s.phrase),
+        Some("Failed".to_string())
+    );
+    assert_eq!(
+        radius_ids(&system).len(),
+        3,
+        "the first template's resources stay"
+    );
+    assert_eq!(system.radius().stats().deletes, 0);
+    assert_eq!(system.owned("app").await.len(), 3);
+    let app = system.wait_phase("app", "Ready").await;
+    assert_eq!(app.status.expect("status").output_resources.len(), 3);
     system.shutdown().await;
 }

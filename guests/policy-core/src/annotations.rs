@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use radwasm_policy_model::annotations::{DEPLOYMENT_RETRY, HOLD, RECONCILE_POLICY};
+use radwasm_policy_model::annotations::{DEPLOYMENT_RETRY, DRIFT, HOLD, RECONCILE_POLICY};
 
 /// What `radapp.io/reconcile-policy` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -142,6 +142,34 @@ pub fn is_held(annotations: &BTreeMap<String, String>) -> bool {
 }
 
 pub use radwasm_policy_model::annotations::depends_on;
+
+/// What `radapp.io/drift` asks for when resources a template deployed are
+/// found missing in Radius.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DriftMode {
+    /// Deploy the template again (the default).
+    #[default]
+    Redeploy,
+    /// Say so in status and an Event; change nothing in Radius.
+    Report,
+}
+
+/// `radapp.io/drift`: `redeploy` (the default) or `report`; any other value
+/// is `redeploy`, with a warning.
+pub fn drift(annotations: &BTreeMap<String, String>) -> Knob<DriftMode> {
+    read(
+        annotations,
+        DRIFT,
+        DriftMode::Redeploy,
+        "redeploy",
+        "redeploy or report",
+        |value| match value {
+            "redeploy" => Some(DriftMode::Redeploy),
+            "report" => Some(DriftMode::Report),
+            _ => None,
+        },
+    )
+}
 
 /// First retry delay of a failed deployment when the annotation does not say.
 pub const DEFAULT_RETRY_BASE_MS: u64 = 30_000;

@@ -17,7 +17,7 @@ pub mod timing;
 use radwasm_policy_model::{
     AnnotationDoc, Description, PolicyError, ResourceObservation, ResourcePlan,
     TemplateObservation, TemplatePlan,
-    annotations::{DEPENDS_ON, DEPLOYMENT_RETRY, HOLD, RECONCILE_POLICY},
+    annotations::{DEPENDS_ON, DEPLOYMENT_RETRY, DRIFT, HOLD, RECONCILE_POLICY},
 };
 
 /// Version of the default policy (this crate's version).
@@ -50,6 +50,13 @@ pub fn describe() -> Description {
                 description: "never | a first delay such as 30s (default) or 2m: a deployment Radius failed is \
                               retried after that delay, doubling per failure up to 10m; never waits for a spec change; \
                               any other value is 30s, with a Warning event"
+                    .to_string(),
+            },
+            AnnotationDoc {
+                name: DRIFT.to_string(),
+                description: "redeploy (default) | report: when the controller's drift check finds resources this \
+                              template deployed missing in Radius, redeploy the template once, or only say so in \
+                              status and an Event; any other value is redeploy, with a Warning event"
                     .to_string(),
             },
             AnnotationDoc {

@@ -29,20 +29,62 @@ pub fn decide(observation: &ResourceObservation) -> Result<ResourcePlan, PolicyE
     if !has_finalizer {
         plan.push(ResourceAction::AddFinalizer);
     }
-    let message = format!("tracking {}", observation.radius_id);
+    // A deletion that was abandoned (deletion cannot be undone in
+    // Kubernetes, so only a stale record) is forgotten.
+    let clear_operation = observation.operation.is_some();
+    let id = &observation.radius_id;
+    if let Some(age_ms) = observation.missing_age_ms {
+        // The host's drift check did not find the resource in Radius. Say
+        // so; the owning template's policy decides what to do about it.
+        // No age in status: a message that changed at every check would be
+        // a write at every check.
+        let message = format!("{id} is missing in Radius; the owning template decides");
+        let newly = observation.status.phase != Some(ResourcePhase::Missing);
+        plan.status(
+            &observation.status,
+            DesiredResourceStatus {
+                phase: Some(ResourcePhase::Missing),
+                message: Some(message.clone()),
+                ready: Some(ready_condition(
+                    ConditionStatus::False,
+                    MISSING_IN_RADIUS,
+                    &message,
+                )),
+                clear_operation,
+            },
+        );
+        if newly {
+            plan.event(
+                EventType::Warning,
+                MISSING_IN_RADIUS,
+                format!("{message} (found missing {}s ago)", age_ms / 1000),
+            );
+        }
+        return Ok(plan.finish());
+    }
+    if observation.status.phase == Some(ResourcePhase::Missing) {
+        plan.event(
+            EventType::Normal,
+            "FoundInRadius",
+            format!("{id} is in Radius again"),
+        );
+    }
+    let message = format!("tracking {id}");
     plan.status(
         &observation.status,
         DesiredResourceStatus {
             phase: Some(ResourcePhase::Ready),
             message: Some(message.clone()),
             ready: Some(ready_condition(ConditionStatus::True, "Tracked", &message)),
-            // A deletion that was abandoned (deletion cannot be undone in
-            // Kubernetes, so only a stale record) is forgotten.
-            clear_operation: observation.operation.is_some(),
+            clear_operation,
         },
     );
     Ok(plan.finish())
 }
+
+/// Reason of the Warning event and the `Ready` condition of a resource the
+/// host's drift check found missing in Radius.
+pub const MISSING_IN_RADIUS: &str = "MissingInRadius";
 
 fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
     let id = &observation.radius_id;

@@ -4,12 +4,14 @@
 
 use radwasm_policy_model::scope::parse_resource_id;
 use radwasm_policy_model::{
-    ConditionStatus, CreateResource, EventType, OperationKind, OperationResult, PolicyError,
-    StartDeployment, TEMPLATE_FINALIZER, TemplateAction, TemplateObservation, TemplatePhase,
-    TemplatePlan,
+    ConditionStatus, CreateResource, EventType, OperationKind, OperationResult, OwnedResource,
+    PolicyError, StartDeployment, TEMPLATE_FINALIZER, TemplateAction, TemplateObservation,
+    TemplatePhase, TemplatePlan,
 };
 
-use crate::annotations::{self, DeploymentRetry, INVALID_ANNOTATION, Knob, ReconcileMode};
+use crate::annotations::{
+    self, DeploymentRetry, DriftMode, INVALID_ANNOTATION, Knob, ReconcileMode,
+};
 use crate::naming::{self, IdSet};
 use crate::plan::{DesiredTemplateStatus, TemplatePlanner, ready_condition};
 use crate::spec;
@@ -458,6 +460,13 @@ fn settle_or_deploy(
         // Nothing to deploy: keep the DeploymentResources in line
         // with the last output and settle the phase.
         let converged = converge(observation, &status.output_resources, plan);
+        if converged.phase == TemplatePhase::Ready {
+            let missing = missing_since_deployed(observation);
+            if !missing.is_empty() {
+                drifted(observation, &missing, plan);
+                return;
+            }
+        }
         let ready = ready_for(converged.phase, &converged.message);
         let changed = plan.status(
             status,
@@ -640,6 +649,97 @@ fn settle_or_deploy(
         format!("deploying generation {generation} as {deployment_name} into {scope}"),
     );
     plan.requeue(POLL_DEFAULT_MS);
+}
+
+/// The resources the host's drift check found missing in Radius after this
+/// template's last deployment succeeded (after it was recorded at all, if no
+/// success is recorded). One found missing before that deployment ended was
+/// already answered by it: the next check of that resource says whether it
+/// came back.
+fn missing_since_deployed(observation: &TemplateObservation) -> Vec<&OwnedResource> {
+    observation
+        .owned_resources
+        .iter()
+        .filter(|r| {
+            !r.deletion_requested
+                && r.missing_age_ms.is_some_and(|missing| {
+                    observation
+                        .deployed_age_ms
+                        .is_none_or(|deployed| missing < deployed)
+                })
+        })
+        .collect()
+}
+
+/// Reason of the Event (and of the `Ready` condition) when resources the
+/// template deployed are missing in Radius.
+pub const DRIFT_DETECTED: &str = "DriftDetected";
+
+/// Resources this template deployed are missing in Radius: deploy the spec
+/// again (once: the redeploy's success is newer than what was found
+/// missing), or with `radapp.io/drift: report` only say so.
+fn drifted(
+    observation: &TemplateObservation,
+    missing: &[&OwnedResource],
+    plan: &mut TemplatePlanner,
+) {
+    let status = &observation.status;
+    let generation = observation.meta.generation;
+    let mode = annotations::drift(&observation.meta.annotations);
+    warn_about(&mode, plan);
+    let found = format!(
+        "{} of {} resources missing in Radius (first: {})",
+        missing.len(),
+        status.output_resources.len(),
+        crate::plan::quote(&missing[0].radius_id, QUOTED_ID_CHARS)
+    );
+    match mode.value {
+        DriftMode::Redeploy => {
+            let message = format!("{found}; deploying generation {generation} again");
+            plan.status(
+                status,
+                DesiredTemplateStatus {
+                    phase: Some(TemplatePhase::Updating),
+                    message: Some(message.clone()),
+                    observed_generation: Some(generation),
+                    // Not up to date any more: the next decision deploys
+                    // through the usual path (dependencies, tracking first).
+                    status_hash: Some(String::new()),
+                    ready: Some(ready_condition(
+                        ConditionStatus::False,
+                        DRIFT_DETECTED,
+                        &message,
+                    )),
+                    ..Default::default()
+                },
+            );
+            plan.event(EventType::Warning, DRIFT_DETECTED, message);
+            plan.requeue(0);
+        }
+        DriftMode::Report => {
+            let message = format!(
+                "{found}; not redeployed ({} is report)",
+                radwasm_policy_model::annotations::DRIFT
+            );
+            let changed = plan.status(
+                status,
+                DesiredTemplateStatus {
+                    phase: Some(TemplatePhase::Ready),
+                    message: Some(message.clone()),
+                    observed_generation: Some(generation),
+                    ready: Some(ready_condition(
+                        ConditionStatus::False,
+                        DRIFT_DETECTED,
+                        &message,
+                    )),
+                    ..Default::default()
+                },
+            );
+            if changed {
+                plan.event(EventType::Warning, DRIFT_DETECTED, message);
+            }
+        }
+    }
 }
 
 /// What converging the owned `DeploymentResource`s came to.

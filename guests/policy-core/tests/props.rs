@@ -298,14 +298,16 @@ fn owned_resources(outputs: Vec<String>) -> impl Strategy<Value = Vec<OwnedResou
             name(),
             radius_id(),
             prop::bool::weighted(0.2),
-            pick(&["Ready", "Deleting", "Failed", "", "x"]),
+            pick(&["Ready", "Deleting", "Failed", "Missing", "", "x"]),
+            prop::option::weighted(0.2, 0u64..100_000),
         )
             .prop_map(
-                |(name, radius_id, deletion_requested, phase)| OwnedResource {
+                |(name, radius_id, deletion_requested, phase, missing_age_ms)| OwnedResource {
                     name,
                     radius_id,
                     deletion_requested,
                     phase,
+                    missing_age_ms,
                 },
             ),
         0..6,
@@ -320,6 +322,7 @@ fn owned_resources(outputs: Vec<String>) -> impl Strategy<Value = Vec<OwnedResou
                 radius_id: id.clone(),
                 deletion_requested: false,
                 phase: "Ready".to_string(),
+                missing_age_ms: None,
             })
             .collect()
     });
@@ -951,6 +954,7 @@ fn regression_output_resources_the_grammar_refuses() {
         radius_id: good.clone(),
         deletion_requested: false,
         phase: "Ready".to_string(),
+        missing_age_ms: None,
     }];
     assert_eq!(
         decide_template(&again).expect("decides").actions,

@@ -40,6 +40,9 @@ pub mod annotations {
     /// `never`, or the first delay of the capped exponential backoff with
     /// which a failed deployment is retried (for example `30s`, `2m`).
     pub const DEPLOYMENT_RETRY: &str = "radapp.io/deployment-retry";
+    /// What a template does when resources it deployed are found missing in
+    /// Radius: `redeploy` (default) or `report`.
+    pub const DRIFT: &str = "radapp.io/drift";
 
     /// The template names listed in `radapp.io/depends-on`, trimmed, without
     /// empties or duplicates, in the order written. The host watches these

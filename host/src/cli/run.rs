@@ -60,6 +60,11 @@ pub struct ControllerArgs {
     /// controller reads ConfigMaps there only.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     pub policy_namespace: String,
+    /// How often each DeploymentResource re-reads its Radius resource to
+    /// find drift (a resource deleted behind the controller's back); the
+    /// checks of a fleet are spread over the interval. `0` turns them off.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub drift_resync: Duration,
     #[command(flatten)]
     pub records: RecordArgs,
 }
@@ -179,7 +184,10 @@ impl ControllerHost {
         let radius =
             RadiusClient::new(radius, RetryPolicy::default())?.with_metrics(metrics.clone());
         let policies = Arc::new(PolicyRegistry::new(policy.clone()));
-        let ctx = Arc::new(Context::new(client, radius, policies, metrics, records));
+        let ctx = Arc::new(
+            Context::new(client, radius, policies, metrics, records)
+                .with_drift_resync(args.drift_resync),
+        );
         Ok(Self {
             policy,
             engine,

@@ -92,6 +92,12 @@ pub trait Reconciled:
     /// status message.
     fn status_parts(&self) -> (&[Condition], Option<&str>);
 
+    /// How soon the object must be looked at again whatever its plan says
+    /// (a drift check due); `None` if nothing is scheduled.
+    fn next_check(&self, _ctx: &Context) -> Option<Duration> {
+        None
+    }
+
     /// Carry out a checked plan, in order, stopping at the first error.
     fn execute(
         &self,
@@ -301,10 +307,25 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
     if !chosen.shadows.is_empty() {
         shadow::<K>(ctx, key, &chosen, observation, decision.plan);
     }
-    let executed = executed?;
+    let executed = match executed {
+        Err(Error::Conflict(message)) => {
+            return fail(
+                ctx,
+                object,
+                key,
+                Some(&policy_ref),
+                Failure::Conflict(message),
+            )
+            .await;
+        }
+        other => other?,
+    };
     let requeue = executed
         .requeue_ms
         .map_or(RESYNC, |ms| Duration::from_millis(u64::from(ms)));
+    let requeue = object
+        .next_check(ctx)
+        .map_or(requeue, |check| requeue.min(check));
     if saw_failure || executed.mutation_failed {
         ctx.memory.pace(key, requeue, fingerprint);
     }
@@ -465,7 +486,7 @@ where
     .await
 }
 
-/// Why a decision produced nothing to carry out.
+/// Why a reconcile ends with the object `Failed` and nothing more done.
 enum Failure {
     /// The guest trapped, ran out of fuel or memory, or refused to decide.
     Decision(DecisionError),
@@ -474,11 +495,14 @@ enum Failure {
     /// No policy may decide: the one the object names (or its selectors
     /// choose) does not exist or is not Ready.
     NoPolicy(String),
+    /// Carrying the plan out would take over what another object owns.
+    Conflict(String),
 }
 
-/// The decision failed or its plan was refused: the object goes `Failed`
-/// with the reason, nothing else is done, and it is looked at again later
-/// (the same observation gives the same answer, so not sooner).
+/// The decision failed, its plan was refused, or carrying it out would take
+/// over what another object owns: the object goes `Failed` with the reason,
+/// nothing else is done, and it is looked at again later (the same
+/// observation gives the same answer, so not sooner).
 async fn fail<K: Reconciled>(
     ctx: &Context,
     object: &K,
@@ -499,6 +523,7 @@ async fn fail<K: Reconciled>(
             format!("policy {name} returned a rejected plan: {violation}"),
         ),
         Failure::NoPolicy(message) => ("PolicyNotReady", "PolicyNotReady", message),
+        Failure::Conflict(message) => ("ResourceConflict", "ResourceConflict", message),
     };
     tracing::warn!(reason = label, "{message}");
     ctx.metrics.count_decision_failure(K::KIND, label);

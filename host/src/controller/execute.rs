@@ -149,6 +149,13 @@ pub async fn resource_plan(
         observation.operation.as_ref(),
         observation.last_failure.as_ref(),
     );
+    patch.track_missing(
+        object
+            .status
+            .as_ref()
+            .and_then(|s| s.missing_since.as_ref()),
+        observation.missing_age_ms,
+    );
     let mut executed = Executed::default();
     let mut finalizer_removed = false;
     for action in actions {
@@ -509,8 +516,13 @@ async fn create_resource(
     ctx.memory.expect_created(&key, &create.name);
     match resources.create(&PostParams::default(), &resource).await {
         Ok(_) => Ok(()),
-        // Created by an earlier reconcile whose result we had not seen yet.
-        Err(kube::Error::Api(response)) if response.code == 409 => Ok(()),
+        // Created by an earlier reconcile whose result we had not seen yet,
+        // or another template's, for the same Radius resource.
+        Err(kube::Error::Api(response)) if response.code == 409 => {
+            claimed_by_another(&resources, object, create)
+                .await
+                .inspect_err(|_| ctx.memory.created_seen(&key, &create.name))
+        }
         Err(source) => {
             ctx.memory.created_seen(&key, &create.name);
             Err(Error::Kube {
@@ -518,6 +530,42 @@ async fn create_resource(
                 source,
             })
         }
+    }
+}
+
+/// A `DeploymentResource` of this name already exists: fine if this
+/// template controls it; a conflict if another object does (two templates
+/// deploying the same Radius resource would each delete it behind the
+/// other's back).
+async fn claimed_by_another(
+    resources: &Api<DeploymentResource>,
+    object: &DeploymentTemplate,
+    create: &model::CreateResource,
+) -> Result<(), Error> {
+    let existing = resources
+        .get_opt(&create.name)
+        .await
+        .map_err(Error::kube("read an existing DeploymentResource"))?;
+    let Some(existing) = existing else {
+        // Gone again (deleted meanwhile): the next decision creates it.
+        return Ok(());
+    };
+    let uid = object.uid().unwrap_or_default();
+    let controller = existing
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true));
+    match controller {
+        Some(owner) if owner.uid == uid => Ok(()),
+        other => Err(Error::Conflict(format!(
+            "Radius resource {} is already tracked by DeploymentResource {}, {}; two templates cannot manage the same Radius resource",
+            create.radius_id,
+            create.name,
+            match other {
+                Some(owner) => format!("which {} {} controls", owner.kind, owner.name),
+                None => "which no template controls".to_string(),
+            }
+        ))),
     }
 }
 

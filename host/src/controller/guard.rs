@@ -299,6 +299,7 @@ mod tests {
             radius_id: format!("{SCOPE}/providers/Applications.Core/containers/frontend"),
             deletion_requested: false,
             phase: "Ready".to_string(),
+            missing_age_ms: None,
         });
         observation
     }

@@ -2,7 +2,8 @@
 //! memory and bounded: consecutive errors (for the error backoff), when the
 //! next Radius mutation may be made after a failed one (pacing), and the
 //! resourceVersion a status write was based on (so the next decision is not
-//! taken on a cache that has not yet seen that write).
+//! taken on a cache that has not yet seen that write), and when the next
+//! drift check of a `DeploymentResource` is due.
 //!
 //! Entries are dropped when they have not been touched for [`IDLE_TTL`], and
 //! the oldest are dropped when more than the cap are held, so objects that are
@@ -38,6 +39,8 @@ struct Entry {
     /// Children created (or being created) whose creation the watch has not
     /// shown yet, each with when to stop waiting for it.
     expected: Vec<(String, Instant)>,
+    /// When the next drift check of the object is due.
+    drift_due: Option<Instant>,
 }
 
 impl Entry {
@@ -48,6 +51,7 @@ impl Entry {
             paced: None,
             written_over: None,
             expected: Vec::new(),
+            drift_due: None,
         }
     }
 
@@ -56,6 +60,7 @@ impl Entry {
             && self.paced.is_none()
             && self.written_over.is_none()
             && self.expected.is_empty()
+            && self.drift_due.is_none()
     }
 }
 
@@ -113,6 +118,36 @@ impl ObjectMemory {
             Duration::from_secs(1u64 << (entry.errors - 1).min(6)).min(MAX_ERROR_BACKOFF)
         })
         .unwrap_or(MAX_ERROR_BACKOFF)
+    }
+
+    /// True if the object's drift check is due now. The first time an
+    /// object is seen (after a start, or after its entry was dropped) its
+    /// first check is scheduled at an offset within `every` that its key
+    /// gives, so the checks of a fleet spread over the interval instead of
+    /// all coming at once.
+    pub fn drift_check_due(&self, key: &str, every: Duration) -> bool {
+        let now = Instant::now();
+        self.with(key, |entry| match entry.drift_due {
+            Some(due) => due <= now,
+            None => {
+                entry.drift_due = Some(now + spread(key, every));
+                false
+            }
+        })
+        .unwrap_or(false)
+    }
+
+    /// The next drift check of the object is due `after` from now.
+    pub fn schedule_drift_check(&self, key: &str, after: Duration) {
+        let due = Instant::now() + after;
+        self.with(key, |entry| entry.drift_due = Some(due));
+    }
+
+    /// How long until the object's next drift check, if one is scheduled.
+    pub fn drift_check_in(&self, key: &str) -> Option<Duration> {
+        let entries = self.entries.lock().ok()?;
+        let due = entries.get(key)?.drift_due?;
+        Some(due.saturating_duration_since(Instant::now()))
     }
 
     /// The object is gone from the API server: nothing about it is needed
@@ -231,6 +266,15 @@ impl ObjectMemory {
 
 /// Drop idle entries; if still at the cap, drop the least recently touched
 /// tenth.
+/// An offset within `every`, the same for the same key.
+fn spread(key: &str, every: Duration) -> Duration {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut hasher);
+    let millis = u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(1);
+    Duration::from_millis(hasher.finish() % millis)
+}
+
 fn prune(entries: &mut HashMap<String, Entry>, now: Instant, cap: usize) {
     entries.retain(|_, entry| now.duration_since(entry.touched) < IDLE_TTL);
     if entries.len() >= cap {
@@ -326,5 +370,32 @@ mod tests {
         memory.forget("a");
         assert_eq!(memory.len(), 1);
         assert_eq!(memory.error_backoff("a").as_secs(), 1, "starts afresh");
+    }
+
+    #[test]
+    fn drift_checks_are_spread_over_the_interval_then_come_as_scheduled() {
+        let memory = ObjectMemory::default();
+        let every = Duration::from_secs(300);
+        let offsets: Vec<Duration> = (0..200)
+            .map(|n| {
+                let key = format!("DeploymentResource:ns/r{n}");
+                assert!(
+                    !memory.drift_check_due(&key, every),
+                    "the first is scheduled, not due"
+                );
+                memory.drift_check_in(&key).expect("scheduled")
+            })
+            .collect();
+        assert!(offsets.iter().all(|o| *o <= every));
+        let early = offsets.iter().filter(|o| **o < every / 2).count();
+        assert!(
+            (60..=140).contains(&early),
+            "spread over the interval: {early} of 200 in the first half"
+        );
+
+        memory.schedule_drift_check("DeploymentResource:ns/r0", Duration::ZERO);
+        assert!(memory.drift_check_due("DeploymentResource:ns/r0", every));
+        memory.forget("DeploymentResource:ns/r0");
+        assert_eq!(memory.drift_check_in("DeploymentResource:ns/r0"), None);
     }
 }

@@ -6,6 +6,7 @@
 //! not wake it (only what a user or another object changes does), so the
 //! policy's requested delay is what paces it.
 
+pub mod drift;
 pub mod driver;
 pub mod execute;
 pub mod guard;
@@ -73,6 +74,9 @@ pub struct Context {
     /// The templates naming each template in `depends-on`, from the
     /// templates' watch.
     pub dependents: index::Index<DeploymentTemplate>,
+    /// How often a `DeploymentResource` re-reads its Radius resource
+    /// (`--drift-resync`); `None`: never.
+    pub drift_resync: Option<Duration>,
 }
 
 /// The reflector stores the controllers' watches keep.
@@ -106,7 +110,15 @@ impl Context {
             caches: std::sync::OnceLock::new(),
             owners: index::owners(),
             dependents: index::dependents(),
+            drift_resync: None,
         }
+    }
+
+    /// Check each `DeploymentResource`'s Radius resource this often
+    /// (`drift.rs`); zero turns the checks off.
+    pub fn with_drift_resync(mut self, every: Duration) -> Self {
+        self.drift_resync = (!every.is_zero()).then_some(every);
+        self
     }
 
     /// Use this store of namespaces for `namespaceSelector`s.
@@ -171,6 +183,9 @@ pub enum Error {
     Radius(#[from] crate::radius::RadiusError),
     #[error("the controllers' watch caches are not running yet")]
     NotStarted,
+    /// Carrying out the plan would take over what another object owns.
+    #[error("{0}")]
+    Conflict(String),
 }
 
 impl Error {
@@ -184,6 +199,7 @@ impl Error {
             Error::Kube { .. } => "KubeError",
             Error::Radius(error) => error.reason(),
             Error::NotStarted => "NotStarted",
+            Error::Conflict(_) => "ResourceConflict",
         }
     }
 
@@ -197,6 +213,7 @@ impl Error {
             } => status.code >= 500 || status.code == 409 || status.code == 429,
             Error::Kube { .. } | Error::NotStarted => true,
             Error::Radius(error) => error.is_transient(),
+            Error::Conflict(_) => false,
         }
     }
 
@@ -205,7 +222,7 @@ impl Error {
         match self {
             Error::Kube { what, source } => format!("{what}: {}", describe_kube_error(source)),
             Error::Radius(error) => format!("Radius: {error}"),
-            Error::NotStarted => self.to_string(),
+            Error::NotStarted | Error::Conflict(_) => self.to_string(),
         }
     }
 }

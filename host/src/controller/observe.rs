@@ -106,6 +106,11 @@ pub async fn template(
                 .as_ref()
                 .and_then(|s| s.phrase.clone())
                 .unwrap_or_default(),
+            missing_age_ms: r
+                .status
+                .as_ref()
+                .and_then(|s| s.missing_since.as_ref())
+                .map(super::drift::age_ms),
         })
         .collect();
 
@@ -176,6 +181,7 @@ pub async fn template(
         last_failure,
         dependency_cycle,
         deployments: status.deployments.clone(),
+        deployed_age_ms: status.last_deployed.as_ref().map(super::drift::age_ms),
     })
 }
 
@@ -252,18 +258,15 @@ fn failure_record(
                 error,
             })
         }
-        (None, Some(recorded)) => {
-            let age = k8s_openapi::jiff::Timestamp::now().duration_since(recorded.time.0);
-            Some(model::FailureRecord {
-                subject: recorded.subject.clone(),
-                count: recorded.count,
-                age_ms: u64::try_from(age.as_millis()).unwrap_or(0),
-                error: model::RadiusError {
-                    code: recorded.code.clone(),
-                    message: recorded.message.clone(),
-                },
-            })
-        }
+        (None, Some(recorded)) => Some(model::FailureRecord {
+            subject: recorded.subject.clone(),
+            count: recorded.count,
+            age_ms: super::drift::age_ms(&recorded.time),
+            error: model::RadiusError {
+                code: recorded.code.clone(),
+                message: recorded.message.clone(),
+            },
+        }),
         (None, None) => None,
     }
 }
@@ -309,6 +312,7 @@ pub async fn resource(
     )
     .await;
     let last_failure = failure_record(status.last_failure.as_ref(), operation.as_ref());
+    let missing_age_ms = super::drift::missing_age_ms(ctx, object, &status).await;
     Ok(model::ResourceObservation {
         meta: meta(object.meta()),
         radius_id: object.spec.id.clone(),
@@ -320,6 +324,7 @@ pub async fn resource(
         owner,
         operation,
         last_failure,
+        missing_age_ms,
     })
 }
 

@@ -73,6 +73,10 @@ impl Reconciled for DeploymentResource {
         }
     }
 
+    fn next_check(&self, ctx: &Context) -> Option<std::time::Duration> {
+        super::drift::next_check(ctx, self)
+    }
+
     async fn execute(
         &self,
         ctx: &Context,

@@ -44,6 +44,13 @@ pub struct StatusPatch {
     pub last_failure: Option<Option<LastFailure>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deployments: Option<Vec<String>>,
+    /// When a deployment of the template was last seen to succeed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_deployed: Option<Time>,
+    /// When the drift check first found the resource missing; `Some(None)`
+    /// clears it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_since: Option<Option<Time>>,
     /// `Some(None)` clears it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<Option<PolicyRef>>,
@@ -219,6 +226,28 @@ impl StatusPatch {
             {
                 self.last_failure = Some(None);
             }
+            _ => {}
+        }
+        if operation.kind == model::OperationKind::Deployment
+            && matches!(operation.result, model::OperationResult::Succeeded { .. })
+        {
+            self.last_deployed = Some(now());
+        }
+    }
+
+    /// Keep `missingSince` in step with what the drift check reported (the
+    /// observation's `missing-age-ms`): set when first found missing,
+    /// cleared when found again.
+    pub fn track_missing(&mut self, recorded: Option<&Time>, missing_age_ms: Option<u64>) {
+        match (recorded, missing_age_ms) {
+            (None, Some(age_ms)) => {
+                let since = k8s_openapi::jiff::Timestamp::now()
+                    - k8s_openapi::jiff::SignedDuration::from_millis(
+                        i64::try_from(age_ms).unwrap_or(0),
+                    );
+                self.missing_since = Some(Some(Time(since)));
+            }
+            (Some(_), None) => self.missing_since = Some(None),
             _ => {}
         }
     }

@@ -1,0 +1,88 @@
+//! Drift checks. Radius's own controller only reacts to spec changes; this
+//! one also notices a Radius resource deleted behind its back (or a Radius
+//! that lost its data). Every `--drift-resync` each `DeploymentResource`
+//! re-reads the resource it stands for with one GET, spread over the interval
+//! so that a fleet's checks do not come at once. What the check found goes
+//! into the observation (`missing-age-ms`) and into `status.missingSince`;
+//! the policies decide what to do (the default marks the resource `Missing`,
+//! and its template deploys again: docs/default-policy.md).
+
+use std::time::Duration;
+
+use kube::{Resource, ResourceExt};
+
+use super::{Context, driver};
+use crate::crd::{DeploymentResource, DeploymentResourceStatus};
+
+/// A resource found missing is checked again this often (at most), so that
+/// it is seen back soon after its template deployed it again.
+pub const MISSING_RECHECK: Duration = Duration::from_secs(5);
+
+/// Milliseconds since `time`, as the host measures it now.
+pub fn age_ms(time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> u64 {
+    let age = k8s_openapi::jiff::Timestamp::now().duration_since(time.0);
+    u64::try_from(age.as_millis()).unwrap_or(0)
+}
+
+/// How long ago the resource was first found missing in Radius, checking
+/// again first if a check is due. `None`: found at the last check (or never
+/// checked, or checks are off). A resource being deleted, or with a Radius
+/// operation recorded, is not checked: its own decisions follow Radius
+/// already. A check that fails (Radius unreachable, 5xx) changes nothing and
+/// is tried again at the next interval.
+pub async fn missing_age_ms(
+    ctx: &Context,
+    object: &DeploymentResource,
+    status: &DeploymentResourceStatus,
+) -> Option<u64> {
+    let every = ctx.drift_resync?;
+    let recorded = status.missing_since.as_ref().map(age_ms);
+    if busy(object, Some(status)) {
+        return recorded;
+    }
+    let key = driver::key(object);
+    let every = if recorded.is_some() {
+        every.min(MISSING_RECHECK)
+    } else {
+        every
+    };
+    if !ctx.memory.drift_check_due(&key, every) {
+        return recorded;
+    }
+    match ctx.radius.get_resource(&object.spec.id).await {
+        Ok(Some(_)) => {
+            ctx.metrics.count_drift_check("found");
+            ctx.memory.schedule_drift_check(&key, ctx.drift_resync?);
+            None
+        }
+        Ok(None) => {
+            ctx.metrics.count_drift_check("missing");
+            tracing::info!(resource = %object.name_any(), id = %object.spec.id, "drift check: missing in Radius");
+            ctx.memory
+                .schedule_drift_check(&key, every.min(MISSING_RECHECK));
+            Some(recorded.unwrap_or(0))
+        }
+        Err(error) => {
+            ctx.metrics.count_drift_check("error");
+            tracing::debug!(resource = %object.name_any(), error = %error, "drift check failed; trying again at the next interval");
+            ctx.memory.schedule_drift_check(&key, every);
+            recorded
+        }
+    }
+}
+
+/// How soon the resource must be reconciled again for its next drift
+/// check; `None` if it is not checked.
+pub fn next_check(ctx: &Context, object: &DeploymentResource) -> Option<Duration> {
+    ctx.drift_resync?;
+    if busy(object, object.status.as_ref()) {
+        return None;
+    }
+    ctx.memory.drift_check_in(&driver::key(object))
+}
+
+/// Being deleted, or following a Radius operation: not checked.
+fn busy(object: &DeploymentResource, status: Option<&DeploymentResourceStatus>) -> bool {
+    object.meta().deletion_timestamp.is_some()
+        || status.is_some_and(|s| s.operation.is_some() || s.failed_request.is_some())
+}
