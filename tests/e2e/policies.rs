@@ -543,12 +543,25 @@ async fn a_shadow_policy_only_counts_where_it_would_decide_otherwise() {
                "objectSelector": {"matchLabels": {"canary": select}}}),
     )
     .await;
-    for name in [&disagreeing, &agreeing] {
+    // A shadow that runs out of fuel on every decision (the annotation
+    // below makes the test guest spin) never affects the object.
+    put_module(&system, "misbehaving", guest("misbehaving-policy")).await;
+    let failing = create_policy(
+        &system,
+        "shadow-failing",
+        json!({"module": module_from(&system, "misbehaving"), "mode": "Shadow",
+               "objectSelector": {"matchLabels": {"canary": select}}}),
+    )
+    .await;
+    for name in [&disagreeing, &agreeing, &failing] {
         wait_policy(&system, name, "True", "Loaded").await;
     }
-    system
-        .create(&labelled("canaried", &[("canary", &select)]))
-        .await;
+    let mut canaried = labelled("canaried", &[("canary", &select)]);
+    canaried.metadata.annotations = Some(BTreeMap::from([(
+        "radwasm.test/misbehave".to_string(),
+        "loop".to_string(),
+    )]));
+    system.create(&canaried).await;
     system.create(&own_app_template("not-canaried")).await;
     let ready = system.wait_phase("canaried", "Ready").await;
     assert_eq!(decided_by(&ready), None, "the controller's policy decided");
@@ -580,6 +593,8 @@ async fn a_shadow_policy_only_counts_where_it_would_decide_otherwise() {
     assert!(line("disagreed", &disagreeing).is_some(), "{metrics}");
     assert!(line("disagreed", &agreeing).is_none(), "{metrics}");
     assert!(line("agreed", &agreeing).is_some(), "{metrics}");
+    assert!(line("failed", &failing).is_some(), "{metrics}");
+    assert!(line("agreed", &failing).is_none(), "{metrics}");
     let agreeing_status = policies(&system.client)
         .get(&agreeing)
         .await
@@ -594,7 +609,7 @@ async fn a_shadow_policy_only_counts_where_it_would_decide_otherwise() {
         2,
         "one deployment per template, none from a shadow"
     );
-    delete_policies(&system, &[&disagreeing, &agreeing]).await;
+    delete_policies(&system, &[&disagreeing, &agreeing, &failing]).await;
     system.shutdown().await;
 }
 
