@@ -49,6 +49,7 @@ pub async fn missing_age_ms(
     if !ctx.memory.drift_check_due(&key, every) {
         return recorded;
     }
+    let sent = k8s_openapi::jiff::Timestamp::now();
     match ctx.radius.get_resource(&object.spec.id).await {
         Ok(Some(_)) => {
             ctx.metrics.count_drift_check("found");
@@ -60,7 +61,17 @@ pub async fn missing_age_ms(
             tracing::info!(resource = %object.name_any(), id = %object.spec.id, "drift check: missing in Radius");
             ctx.memory
                 .schedule_drift_check(&key, every.min(MISSING_RECHECK));
-            Some(recorded.unwrap_or(0))
+            // The time the GET was sent is what its template compares with
+            // its last deployment: a status write that lands after that
+            // deployment finished must not make an earlier absence look
+            // newer than it.
+            if recorded.is_none() {
+                ctx.memory.missing_seen(&key, sent);
+            }
+            Some(recorded.unwrap_or_else(|| {
+                let age = k8s_openapi::jiff::Timestamp::now().duration_since(sent);
+                u64::try_from(age.as_millis()).unwrap_or(0)
+            }))
         }
         Err(error) => {
             ctx.metrics.count_drift_check("error");

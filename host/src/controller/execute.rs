@@ -10,6 +10,7 @@ use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use radwasm_policy_model::{
     self as model, RESOURCE_FINALIZER, ResourceAction, ResourceObservation, TEMPLATE_FINALIZER,
@@ -155,6 +156,7 @@ pub async fn resource_plan(
             .as_ref()
             .and_then(|s| s.missing_since.as_ref()),
         observation.missing_age_ms,
+        ctx.memory.take_missing_seen(&key(object)),
     );
     let mut executed = Executed::default();
     let mut finalizer_removed = false;
@@ -519,8 +521,7 @@ async fn create_resource(
         // Created by an earlier reconcile whose result we had not seen yet,
         // or another template's, for the same Radius resource.
         Err(kube::Error::Api(response)) if response.code == 409 => {
-            claimed_by_another(&resources, object, create)
-                .await
+            claimed_by_another(ctx, object, create)
                 .inspect_err(|_| ctx.memory.created_seen(&key, &create.name))
         }
         Err(source) => {
@@ -534,20 +535,22 @@ async fn create_resource(
 }
 
 /// A `DeploymentResource` of this name already exists: fine if this
-/// template controls it; a conflict if another object does (two templates
-/// deploying the same Radius resource would each delete it behind the
-/// other's back).
-async fn claimed_by_another(
-    resources: &Api<DeploymentResource>,
+/// template controls it (an earlier reconcile created it); a conflict if
+/// another object does (two templates deploying the same Radius resource
+/// would each delete it behind the other's back). Read from the watch
+/// cache: one the cache has not shown yet is taken as ours for now, and the
+/// next decision, which does not count it among this template's, asks again.
+fn claimed_by_another(
+    ctx: &Context,
     object: &DeploymentTemplate,
     create: &model::CreateResource,
 ) -> Result<(), Error> {
-    let existing = resources
-        .get_opt(&create.name)
-        .await
-        .map_err(Error::kube("read an existing DeploymentResource"))?;
-    let Some(existing) = existing else {
-        // Gone again (deleted meanwhile): the next decision creates it.
+    let namespace = object.namespace().unwrap_or_default();
+    let Some(existing) = ctx
+        .caches()?
+        .resources
+        .get(&ObjectRef::new(&create.name).within(&namespace))
+    else {
         return Ok(());
     };
     let uid = object.uid().unwrap_or_default();

@@ -41,6 +41,9 @@ struct Entry {
     expected: Vec<(String, Instant)>,
     /// When the next drift check of the object is due.
     drift_due: Option<Instant>,
+    /// When the drift check that first found the object's Radius resource
+    /// missing was sent, until its status write takes it.
+    missing_seen: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 impl Entry {
@@ -52,6 +55,7 @@ impl Entry {
             written_over: None,
             expected: Vec::new(),
             drift_due: None,
+            missing_seen: None,
         }
     }
 
@@ -61,6 +65,7 @@ impl Entry {
             && self.written_over.is_none()
             && self.expected.is_empty()
             && self.drift_due.is_none()
+            && self.missing_seen.is_none()
     }
 }
 
@@ -141,6 +146,18 @@ impl ObjectMemory {
     pub fn schedule_drift_check(&self, key: &str, after: Duration) {
         let due = Instant::now() + after;
         self.with(key, |entry| entry.drift_due = Some(due));
+    }
+
+    /// The drift check sent at `at` first found the object's Radius resource
+    /// missing: the status write records that time, not its own.
+    pub fn missing_seen(&self, key: &str, at: k8s_openapi::jiff::Timestamp) {
+        self.with(key, |entry| entry.missing_seen = Some(at));
+    }
+
+    /// When the check recorded by [`ObjectMemory::missing_seen`] was sent
+    /// (once).
+    pub fn take_missing_seen(&self, key: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+        self.with(key, |entry| entry.missing_seen.take()).flatten()
     }
 
     /// How long until the object's next drift check, if one is scheduled.

@@ -238,13 +238,21 @@ impl StatusPatch {
     /// Keep `missingSince` in step with what the drift check reported (the
     /// observation's `missing-age-ms`): set when first found missing,
     /// cleared when found again.
-    pub fn track_missing(&mut self, recorded: Option<&Time>, missing_age_ms: Option<u64>) {
+    /// `seen` is when the check that found it missing was sent, if known.
+    pub fn track_missing(
+        &mut self,
+        recorded: Option<&Time>,
+        missing_age_ms: Option<u64>,
+        seen: Option<k8s_openapi::jiff::Timestamp>,
+    ) {
         match (recorded, missing_age_ms) {
             (None, Some(age_ms)) => {
-                let since = k8s_openapi::jiff::Timestamp::now()
-                    - k8s_openapi::jiff::SignedDuration::from_millis(
-                        i64::try_from(age_ms).unwrap_or(0),
-                    );
+                let since = seen.unwrap_or_else(|| {
+                    k8s_openapi::jiff::Timestamp::now()
+                        - k8s_openapi::jiff::SignedDuration::from_millis(
+                            i64::try_from(age_ms).unwrap_or(0),
+                        )
+                });
                 self.missing_since = Some(Some(Time(since)));
             }
             (Some(_), None) => self.missing_since = Some(None),
@@ -512,5 +520,25 @@ mod tests {
         let conditions = patch.conditions.expect("conditions");
         assert_eq!(conditions.len(), 2);
         assert_eq!(conditions[0].reason, "Deleting");
+    }
+
+    #[test]
+    fn missing_since_is_the_time_the_check_was_sent_and_goes_when_found() {
+        let sent: k8s_openapi::jiff::Timestamp = "2026-11-24T10:00:00Z".parse().expect("time");
+        let mut first = StatusPatch::default();
+        first.track_missing(None, Some(40), Some(sent));
+        assert_eq!(first.missing_since, Some(Some(Time(sent))));
+
+        let mut still = StatusPatch::default();
+        still.track_missing(Some(&Time(sent)), Some(9_000), None);
+        assert!(still.is_empty(), "nothing new to write");
+
+        let mut found = StatusPatch::default();
+        found.track_missing(Some(&Time(sent)), None, None);
+        assert_eq!(found.missing_since, Some(None));
+        assert_eq!(
+            found.to_body(),
+            serde_json::json!({"status": {"missingSince": null}})
+        );
     }
 }
