@@ -363,8 +363,16 @@ pub async fn run(
         None => watcher::Config::default(),
     };
 
+    // Each kind is watched once. The template controller is also woken by
+    // its resources' changes (status included) and by the changes of the
+    // templates it depends on: those wake-ups are taken from the same two
+    // watches, not from watches of their own (which would decode every
+    // event a second time).
+    let (owners_tx, owners_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (dependents_tx, dependents_rx) = tokio::sync::mpsc::unbounded_channel();
+
     let (template_store, template_writer) = reflector::store();
-    let template_trigger = watcher(templates.clone(), watched.clone())
+    let template_trigger = watcher(templates, watched.clone())
         .default_backoff()
         .inspect_ok(forget_deleted::<DeploymentTemplate>(ctx.clone()))
         .reflect(template_writer)
@@ -372,10 +380,27 @@ pub async fn run(
             let ctx = ctx.clone();
             move |event| ctx.dependents.observe(event)
         })
+        // A template that others depend on wakes them when it changes (its
+        // status included: that is what they wait for), or goes.
+        .inspect_ok({
+            let ctx = ctx.clone();
+            move |event| {
+                if let Some(changed) = touched(event) {
+                    let key = format!(
+                        "{}/{}",
+                        changed.namespace().unwrap_or_default(),
+                        changed.name_any()
+                    );
+                    for dependent in ctx.dependents.get(&key) {
+                        let _ = dependents_tx.send(dependent);
+                    }
+                }
+            }
+        })
         .applied_objects()
         .predicate_filter(user_changes(), Default::default());
     let (resource_store, resource_writer) = reflector::store();
-    let resource_trigger = watcher(resources.clone(), watched.clone())
+    let resource_trigger = watcher(resources, watched)
         .default_backoff()
         .inspect_ok(forget_deleted::<DeploymentResource>(ctx.clone()))
         .reflect(resource_writer)
@@ -386,6 +411,18 @@ pub async fn run(
             move |event| ctx.owners.observe(event)
         })
         .inspect_ok(created_children_seen(ctx.clone()))
+        // Any change to a resource (its status included), or its deletion,
+        // wakes the templates it names as owners.
+        .inspect_ok(move |event| {
+            if let Some(resource) = touched(event) {
+                let namespace = resource.namespace().unwrap_or_default();
+                for owner in resource.owner_references() {
+                    if owner.kind == DeploymentTemplate::kind(&()) {
+                        let _ = owners_tx.send(ObjectRef::new(&owner.name).within(&namespace));
+                    }
+                }
+            }
+        })
         .applied_objects()
         .predicate_filter(user_changes(), Default::default());
 
@@ -410,20 +447,10 @@ pub async fn run(
     let templates_moved = policy_moves(ctx.clone(), template_store.clone());
     let resources_moved = policy_moves(ctx.clone(), resource_store.clone());
 
-    // A template that others depend on wakes them when it changes (its
-    // status included: that is what they wait for).
-    let dependents = ctx.clone();
     let template_controller = Controller::for_stream(template_trigger, template_store)
         .with_config(config.clone())
-        .owns(resources.clone(), watched.clone())
-        .watches(templates, watched, move |changed: DeploymentTemplate| {
-            let key = format!(
-                "{}/{}",
-                changed.namespace().unwrap_or_default(),
-                changed.name_any()
-            );
-            dependents.dependents.get(&key)
-        })
+        .reconcile_on(received(owners_rx))
+        .reconcile_on(received(dependents_rx))
         .reconcile_on(templates_moved)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
@@ -453,6 +480,26 @@ pub async fn run(
         });
 
     tokio::join!(template_controller, resource_controller);
+}
+
+/// What a channel receives, as a stream (until every sender is gone).
+fn received<T: Send + 'static>(
+    receiver: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    })
+}
+
+/// The object a watch event is about: one applied or deleted, or none (the
+/// markers of a re-list).
+fn touched<K>(event: &watcher::Event<K>) -> Option<&K> {
+    match event {
+        watcher::Event::Apply(object)
+        | watcher::Event::InitApply(object)
+        | watcher::Event::Delete(object) => Some(object),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
 }
 
 /// Each time selection may answer differently (`PolicyRegistry::subscribe`),
