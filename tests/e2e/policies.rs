@@ -1125,7 +1125,7 @@ async fn twenty_swaps_under_load_lose_no_reconcile_and_a_bad_candidate_never_dec
                 && !l.ends_with(" 0")
         })
         .collect();
-    let logs = system.logs();
+    let logs = system.all_logs();
     let why: Vec<&str> = logs
         .lines()
         .filter(|l| l.contains("reconcile failed"))

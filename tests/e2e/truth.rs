@@ -276,8 +276,10 @@ async fn a_policy_naming_its_deployments_differently_survives_a_restart_mid_depl
     // The test guest's rename-deployments mode decides as the default policy
     // but names deployments `renamed-{hash}`: the host must follow exactly
     // the name the plan gave, not assume the default policy's naming.
+    // The deployment runs 10 s: the restart must come while it runs, and a
+    // loaded machine (the shared real cluster) can take seconds to restart.
     let misbehaving = format!("{}/misbehaving-policy.wasm", env!("RADWASM_GUEST_DIR"));
-    let mut system = System::start_with(&["--policy", &misbehaving], Duration::from_secs(4)).await;
+    let mut system = System::start_with(&["--policy", &misbehaving], Duration::from_secs(10)).await;
     let mut object = app_template("app");
     object.metadata.annotations = Some(
         [(
