@@ -136,6 +136,21 @@ pub struct DesiredTemplateStatus {
     pub clear_operation: bool,
 }
 
+impl DesiredTemplateStatus {
+    /// `phase` at `generation`, not Ready: `message` in status and in a
+    /// `Ready` condition False with `reason`. Add other fields with
+    /// `..DesiredTemplateStatus::not_ready(...)`.
+    pub fn not_ready(phase: TemplatePhase, generation: i64, reason: &str, message: String) -> Self {
+        DesiredTemplateStatus {
+            phase: Some(phase),
+            ready: Some(ready_condition(ConditionStatus::False, reason, &message)),
+            message: Some(message),
+            observed_generation: Some(generation),
+            ..Default::default()
+        }
+    }
+}
+
 /// Collects a template plan: effects with [`push`](Self::push), at most one
 /// status change with [`status`](Self::status), events with
 /// [`event`](Self::event), a requeue with [`requeue`](Self::requeue); then

@@ -138,17 +138,12 @@ fn waiting_for_cleanup(
 ) {
     plan.status(
         status,
-        DesiredTemplateStatus {
-            phase: Some(TemplatePhase::Updating),
-            ready: Some(ready_condition(
-                ConditionStatus::False,
-                "WaitingForCleanup",
-                &message,
-            )),
-            message: Some(message),
-            observed_generation: Some(generation),
-            ..Default::default()
-        },
+        DesiredTemplateStatus::not_ready(
+            TemplatePhase::Updating,
+            generation,
+            "WaitingForCleanup",
+            message,
+        ),
     );
 }
 
@@ -603,17 +598,12 @@ fn settle_or_deploy(
         let message = format!("waiting for dependencies: {}", waiting.join(", "));
         let changed = plan.status(
             status,
-            DesiredTemplateStatus {
-                phase: Some(TemplatePhase::Updating),
-                message: Some(message.clone()),
-                observed_generation: Some(generation),
-                ready: Some(ready_condition(
-                    ConditionStatus::False,
-                    "WaitingForDependencies",
-                    &message,
-                )),
-                ..Default::default()
-            },
+            DesiredTemplateStatus::not_ready(
+                TemplatePhase::Updating,
+                generation,
+                "WaitingForDependencies",
+                message.clone(),
+            ),
         );
         if changed {
             plan.event(EventType::Normal, "WaitingForDependencies", message);
@@ -628,20 +618,14 @@ fn settle_or_deploy(
         scope: scope.to_string(),
         deployment_name: deployment_name.clone(),
     }));
-    let message = format!("deploying generation {generation}");
     plan.status(
         status,
-        DesiredTemplateStatus {
-            phase: Some(TemplatePhase::Updating),
-            message: Some(message.clone()),
-            observed_generation: Some(generation),
-            ready: Some(ready_condition(
-                ConditionStatus::False,
-                "Deploying",
-                &message,
-            )),
-            ..Default::default()
-        },
+        DesiredTemplateStatus::not_ready(
+            TemplatePhase::Updating,
+            generation,
+            "Deploying",
+            format!("deploying generation {generation}"),
+        ),
     );
     plan.event(
         EventType::Normal,
@@ -699,18 +683,15 @@ fn drifted(
             plan.status(
                 status,
                 DesiredTemplateStatus {
-                    phase: Some(TemplatePhase::Updating),
-                    message: Some(message.clone()),
-                    observed_generation: Some(generation),
                     // Not up to date any more: the next decision deploys
                     // through the usual path (dependencies, tracking first).
                     status_hash: Some(String::new()),
-                    ready: Some(ready_condition(
-                        ConditionStatus::False,
+                    ..DesiredTemplateStatus::not_ready(
+                        TemplatePhase::Updating,
+                        generation,
                         DRIFT_DETECTED,
-                        &message,
-                    )),
-                    ..Default::default()
+                        message.clone(),
+                    )
                 },
             );
             plan.event(EventType::Warning, DRIFT_DETECTED, message);
@@ -723,17 +704,12 @@ fn drifted(
             );
             let changed = plan.status(
                 status,
-                DesiredTemplateStatus {
-                    phase: Some(TemplatePhase::Ready),
-                    message: Some(message.clone()),
-                    observed_generation: Some(generation),
-                    ready: Some(ready_condition(
-                        ConditionStatus::False,
-                        DRIFT_DETECTED,
-                        &message,
-                    )),
-                    ..Default::default()
-                },
+                DesiredTemplateStatus::not_ready(
+                    TemplatePhase::Ready,
+                    generation,
+                    DRIFT_DETECTED,
+                    message.clone(),
+                ),
             );
             if changed {
                 plan.event(EventType::Warning, DRIFT_DETECTED, message);
