@@ -9,6 +9,11 @@
 //!   are Ready; wall time and the controller's peak RSS (`VmHWM`); then its
 //!   CPU and Radius requests while idle, and after a SIGKILL and restart the
 //!   time until it is idle again and what it sent to Radius meanwhile.
+//! * `resync`: the steady cost of drift checks: 1,000 templates of 3
+//!   resources brought to Ready, then for each `--drift-resync` setting in
+//!   `--resync-settings` (default `0,60s,15s`) a fresh controller idles over
+//!   at least one full interval: Radius requests per second (and per 1,000
+//!   `DeploymentResource`s), controller CPU, and CPU per check.
 //! * `swap`, `shadow`, `selection`: `ReconcilePolicy` objects
 //!   (`controller/policies.rs`): the latency of a hot swap, the cost of a
 //!   `Shadow` policy, and the cost of selecting among 100 policies.
@@ -16,6 +21,7 @@
 //! ```sh
 //! cargo bench -p radwasm --bench controller -- time-to-ready [--reps 5] [--apiserver both]
 //! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000] [--idle-secs 30] [--apiserver both]
+//! cargo bench -p radwasm --bench controller -- resync [--templates 1000] [--resync-settings 0,60s,15s] [--idle-secs 30]
 //! cargo bench -p radwasm --bench controller -- swap [--swaps 20] [--module-kib 2048] [--swap-templates 10] [--module-file F.wasm]
 //! cargo bench -p radwasm --bench controller -- shadow selection [--templates 1000] [--rounds 3] [--policies 100]
 //! ```
@@ -24,7 +30,9 @@
 //! `sim/kube-apiserver` in this process), `real` (etcd, kube-apiserver and
 //! kube-controller-manager built from their Go modules and started on
 //! loopback by the e2e tests' `realkube` harness) or `both`, one after the
-//! other in the same run. The Radius simulator runs in this process on
+//! other in the same run. `--drift-resync D` is passed to every controller
+//! started (except `resync`'s own settings); without it each runs with
+//! `radwasm run`'s default. The Radius simulator runs in this process on
 //! 127.0.0.1 and stops with it; the controller is a separate process so its
 //! memory is its own. See `docs/benchmarks.md` for figures and how the
 //! baseline is measured.
@@ -96,6 +104,10 @@ struct Options {
     rounds: usize,
     /// `selection`: how many `ReconcilePolicy` objects.
     policies: usize,
+    /// `--drift-resync` for the controllers started; `None`: their default.
+    drift_resync: Option<String>,
+    /// `resync`: the `--drift-resync` settings measured, in order.
+    resync_settings: Vec<String>,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -113,6 +125,8 @@ fn options() -> anyhow::Result<Options> {
         module_file: None,
         rounds: 3,
         policies: 100,
+        drift_resync: None,
+        resync_settings: vec!["0".into(), "60s".into(), "15s".into()],
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -140,6 +154,18 @@ fn options() -> anyhow::Result<Options> {
             }
             "--rounds" => options.rounds = number("--rounds")?.max(1) as usize,
             "--policies" => options.policies = number("--policies")?.max(1) as usize,
+            "--drift-resync" => {
+                let value = args.next().context("--drift-resync needs a duration")?;
+                drift_interval(&value)?;
+                options.drift_resync = Some(value);
+            }
+            "--resync-settings" => {
+                let list = args.next().context("--resync-settings needs a list")?;
+                options.resync_settings = list.split(',').map(|s| s.trim().to_string()).collect();
+                for setting in &options.resync_settings {
+                    drift_interval(setting)?;
+                }
+            }
             "--apply-concurrency" => {
                 options.apply_concurrency = number("--apply-concurrency")?.max(1) as usize
             }
@@ -151,11 +177,11 @@ fn options() -> anyhow::Result<Options> {
                     other => bail!("--apiserver takes embedded, real or both, not {other:?}"),
                 }
             }
-            "time-to-ready" | "scale" | "swap" | "shadow" | "selection" => {
+            "time-to-ready" | "scale" | "resync" | "swap" | "shadow" | "selection" => {
                 options.benches.push(arg)
             }
             other => bail!(
-                "unknown argument {other:?}; use time-to-ready, scale, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --apiserver embedded|real|both"
+                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both"
             ),
         }
     }
@@ -170,6 +196,13 @@ fn main() -> ExitCode {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
+        println!(
+            "controllers run with --drift-resync {}",
+            match &options.drift_resync {
+                Some(value) => value.clone(),
+                None => format!("{} (radwasm run's default)", default_drift_resync()),
+            }
+        );
         runtime.block_on(async {
             for bench in &options.benches {
                 for &server in &options.servers {
@@ -179,6 +212,7 @@ fn main() -> ExitCode {
                         "swap" => policies::swap(&options, server).await?,
                         "shadow" => policies::shadow(&options, server).await?,
                         "selection" => policies::selection(&options, server).await?,
+                        "resync" => resync(&options, server).await?,
                         _ => scale(&options, server).await?,
                     }
                 }
@@ -193,6 +227,28 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A `--drift-resync` value as `radwasm run` parses it; `None` for `0`
+/// (checks off).
+fn drift_interval(value: &str) -> anyhow::Result<Option<Duration>> {
+    let every = radwasm::cli::run::parse_duration(value)
+        .map_err(|error| anyhow::anyhow!("--drift-resync: {error}"))?;
+    Ok((!every.is_zero()).then_some(every))
+}
+
+/// `radwasm run`'s own default `--drift-resync`, from its argument parser.
+fn default_drift_resync() -> String {
+    use clap::CommandFactory;
+    radwasm::cli::Cli::command()
+        .find_subcommand("run")
+        .and_then(|run| {
+            run.get_arguments()
+                .find(|arg| arg.get_long() == Some("drift-resync"))
+                .and_then(|arg| arg.get_default_values().first())
+                .map(|value| value.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "?".into())
 }
 
 /// The Kubernetes API server a stage runs on.
@@ -211,6 +267,9 @@ struct Stage {
     seen: Arc<Mutex<Seen>>,
     changes: watch::Receiver<u64>,
     watches: Vec<tokio::task::JoinHandle<()>>,
+    /// `--drift-resync` for the controllers this stage starts; `None`:
+    /// `radwasm run`'s default.
+    drift_resync: Option<String>,
 }
 
 #[derive(Default)]
@@ -219,6 +278,10 @@ struct Seen {
     templates_ready: HashMap<String, Instant>,
     /// DeploymentResources seen in phase Ready.
     resources_ready: HashSet<String>,
+    /// Every applied event the watches saw (a create or any write, status
+    /// writes included), per kind.
+    template_events: u64,
+    resource_events: u64,
 }
 
 impl Stage {
@@ -306,6 +369,9 @@ impl Stage {
                     .boxed();
                 while let Some(event) = stream.next().await {
                     let Ok(template) = event else { continue };
+                    if let Ok(mut seen) = seen.lock() {
+                        seen.template_events += 1;
+                    }
                     if is_ready(&template) {
                         let now = Instant::now();
                         if let Ok(mut seen) = seen.lock() {
@@ -327,6 +393,9 @@ impl Stage {
                     .boxed();
                 while let Some(event) = stream.next().await {
                     let Ok(resource) = event else { continue };
+                    if let Ok(mut seen) = seen.lock() {
+                        seen.resource_events += 1;
+                    }
                     let ready =
                         resource.status.as_ref().and_then(|s| s.phrase.as_deref()) == Some("Ready");
                     if ready {
@@ -347,6 +416,7 @@ impl Stage {
             seen,
             changes,
             watches: vec![template_watch, resource_watch],
+            drift_resync: None,
         })
     }
 
@@ -361,7 +431,27 @@ impl Stage {
             &self.radius.base_url(),
             self.dir.path(),
             rust_log,
+            self.drift_resync.as_deref(),
         )
+    }
+
+    /// A controller with this `--drift-resync`, whatever the stage's.
+    fn controller_resync(&self, drift_resync: &str) -> anyhow::Result<ControllerProcess> {
+        ControllerProcess::start(
+            &self.kubeconfig,
+            &self.radius.base_url(),
+            self.dir.path(),
+            "warn",
+            Some(drift_resync),
+        )
+    }
+
+    /// Applied watch events seen so far: (templates, DeploymentResources).
+    fn events(&self) -> (u64, u64) {
+        self.seen
+            .lock()
+            .map(|seen| (seen.template_events, seen.resource_events))
+            .unwrap_or_default()
     }
 
     async fn apply(&self, name: &str) -> anyhow::Result<()> {
@@ -488,13 +578,18 @@ impl ControllerProcess {
         radius_url: &str,
         dir: &Path,
         rust_log: &str,
+        drift_resync: Option<&str>,
     ) -> anyhow::Result<Self> {
         let log = dir.join("controller.log");
         // A free loopback port for /metrics (released just before the
         // controller binds it).
         let metrics_address = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-        let child = Command::new(env!("CARGO_BIN_EXE_radwasm"))
-            .arg("run")
+        let mut command = Command::new(env!("CARGO_BIN_EXE_radwasm"));
+        command.arg("run");
+        if let Some(every) = drift_resync {
+            command.arg("--drift-resync").arg(every);
+        }
+        let child = command
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .arg("--radius-url")
@@ -607,7 +702,8 @@ fn ms(duration: Duration) -> f64 {
 
 /// From apply to Ready, per Radius operation duration, for both polling modes.
 async fn time_to_ready(options: &Options, server: Server) -> anyhow::Result<()> {
-    let stage = Stage::start(server, Duration::from_millis(200), 0).await?;
+    let mut stage = Stage::start(server, Duration::from_millis(200), 0).await?;
+    stage.drift_resync = options.drift_resync.clone();
     let controller = stage.controller()?;
     // Warm-up: the controller's first watches, the resource group, the first decisions.
     stage.apply("warm-up").await?;
@@ -677,7 +773,20 @@ async fn time_to_ready(options: &Options, server: Server) -> anyhow::Result<()> 
 async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
     let count = options.templates;
     let deploy = Duration::from_millis(options.deploy_ms);
-    let stage = Stage::start(server, deploy, 0).await?;
+    let mut stage = Stage::start(server, deploy, 0).await?;
+    stage.drift_resync = options.drift_resync.clone();
+    let resync = options
+        .drift_resync
+        .clone()
+        .unwrap_or_else(default_drift_resync);
+    let every = drift_interval(&resync)?;
+    let resources = 3 * (count + 1);
+    // Radius GETs the drift checks make in `window`, at their configured rate.
+    let drift_gets = |window: Duration| {
+        every.map_or(0.0, |every| {
+            resources as f64 * window.as_secs_f64() / every.as_secs_f64()
+        })
+    };
     let controller = stage.controller()?;
     let run = scale_run(options, &stage, &controller, true).await?;
     let stats = stage.radius.stats();
@@ -699,21 +808,31 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
         stats.deployment_puts,
     );
 
-    // Idle: nothing changes. What the controller spends and sends.
+    // Idle: nothing changes. What the controller spends and sends: with
+    // drift checks on, one GET per DeploymentResource per interval (the
+    // checks were spread over the interval as the resources were created).
     let idle = Duration::from_secs(options.idle_secs);
     let cpu_start = controller.cpu_seconds().unwrap_or(0.0);
-    let requests_start = stage.radius.stats().requests;
+    let stats_start = stage.radius.stats();
     tokio::time::sleep(idle).await;
     let idle_cpu = controller.cpu_seconds().unwrap_or(0.0) - cpu_start;
-    let idle_requests = stage.radius.stats().requests - requests_start;
+    let stats_end = stage.radius.stats();
+    let idle_requests = stats_end.requests - stats_start.requests;
+    let idle_share = idle_cpu / idle.as_secs_f64();
     println!(
-        "  idle for {:.0} s: controller CPU {:.2} % of a core, {idle_requests} Radius requests",
+        "  idle for {:.0} s (--drift-resync {resync}): controller CPU {:.2} % of a core, {idle_requests} Radius requests ({:.0} expected from drift checks: {resources} resources / interval), {} deployment PUTs, {} DELETEs",
         idle.as_secs_f64(),
-        100.0 * idle_cpu / idle.as_secs_f64()
+        100.0 * idle_share,
+        drift_gets(idle),
+        stats_end.deployment_puts - stats_start.deployment_puts,
+        stats_end.deletes - stats_start.deletes,
     );
 
     // Restart: SIGKILL (dropping the process kills it), a new process, and
-    // the time until it is idle again (under 1 % of a core for 3 s running).
+    // the time until it is idle again: for 3 s running, under 1 % of a core
+    // above what it spent idle before the kill (with drift checks on, their
+    // steady cost; with them off, plain "under 1 %").
+    let threshold = 0.01 + idle_share;
     drop(controller);
     let before = stage.radius.stats();
     let restarted = Instant::now();
@@ -723,7 +842,7 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
     while quiet < 3 {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let now = controller.cpu_seconds().unwrap_or(0.0);
-        quiet = if now - last < 0.01 { quiet + 1 } else { 0 };
+        quiet = if now - last < threshold { quiet + 1 } else { 0 };
         last = now;
         if restarted.elapsed() > Duration::from_secs(300) {
             bail!(
@@ -733,12 +852,15 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
         }
     }
     let after = stage.radius.stats();
+    let elapsed = restarted.elapsed();
     println!(
-        "  restart after SIGKILL: idle again {:.1} s after the start, controller CPU {:.1} s, {} deployment PUTs, {} Radius requests",
-        (restarted.elapsed() - Duration::from_secs(3)).as_secs_f64(),
+        "  restart after SIGKILL: idle again (under {:.2} % of a core for 3 s) {:.1} s after the start, controller CPU {:.1} s, {} deployment PUTs, {} Radius requests ({:.0} expected from drift checks)",
+        100.0 * threshold,
+        (elapsed - Duration::from_secs(3)).as_secs_f64(),
         last,
         after.deployment_puts - before.deployment_puts,
         after.requests - before.requests,
+        drift_gets(elapsed),
     );
     controller.stop()?;
     stage.stop().await;
@@ -865,4 +987,156 @@ async fn scale_run(
         stand_ins_cpu: stand_ins,
         apiserver_rss_mib: apiserver_rss,
     })
+}
+
+/// The controller's and the simulator's counters at one moment (`resync`).
+struct Counters {
+    at: Instant,
+    cpu: f64,
+    radius: radwasm_sim_radius::Stats,
+    /// `radwasm_drift_checks_total` by result: found, missing, error.
+    checks: [f64; 3],
+    /// Radius GETs the controller sent (`radwasm_radius_requests_total`).
+    gets: f64,
+    /// Reconciles of `DeploymentResource`s and of templates.
+    resource_reconciles: f64,
+    template_reconciles: f64,
+    /// Applied watch events seen: templates, `DeploymentResource`s.
+    events: (u64, u64),
+}
+
+impl Counters {
+    async fn read(stage: &Stage, controller: &ControllerProcess) -> anyhow::Result<Self> {
+        let text = controller.metrics().await?;
+        let metric = |name: &str, filters: &[&str]| policies::metric(&text, name, filters);
+        Ok(Self {
+            at: Instant::now(),
+            cpu: controller.cpu_seconds().unwrap_or(0.0),
+            radius: stage.radius.stats(),
+            checks: ["found", "missing", "error"].map(|result| {
+                metric(
+                    "radwasm_drift_checks_total",
+                    &[&format!("result=\"{result}\"")],
+                )
+            }),
+            gets: metric("radwasm_radius_requests_total", &["method=\"GET\""]),
+            resource_reconciles: metric(
+                "radwasm_reconciles_total",
+                &["kind=\"DeploymentResource\""],
+            ),
+            template_reconciles: metric(
+                "radwasm_reconciles_total",
+                &["kind=\"DeploymentTemplate\""],
+            ),
+            events: stage.events(),
+        })
+    }
+}
+
+/// The steady cost of drift checks. `options.templates` templates of 3
+/// resources are brought to Ready (checks off), then for each setting of
+/// `options.resync_settings` a fresh controller with that `--drift-resync`
+/// starts, and once it has reconciled every object once (its first checks
+/// are then scheduled, spread over the interval: from there on they come at
+/// the steady rate) it is watched idle for one full interval (at least
+/// `--idle-secs`). Nothing changes meanwhile, so every Radius request is a
+/// check's GET and no deployment may be started.
+async fn resync(options: &Options, server: Server) -> anyhow::Result<()> {
+    let count = options.templates;
+    let resources = 3 * (count + 1);
+    let stage = Stage::start(server, Duration::from_millis(options.deploy_ms), 0).await?;
+    let controller = stage.controller_resync("0")?;
+    println!(
+        "resync: {count} templates x 3 resources (+1 warm-up template: {resources} DeploymentResources), brought to Ready with --drift-resync 0"
+    );
+    let run = scale_run(options, &stage, &controller, false).await?;
+    println!(
+        "  all Ready in {:.1} s; then per setting a fresh controller, until it has reconciled every object once, then one full interval (at least {} s) idle",
+        run.resources_ready.as_secs_f64(),
+        options.idle_secs
+    );
+    controller.stop()?;
+
+    println!(
+        "| --drift-resync | window | Radius requests | per s | expected (resources / interval) | per s per 1,000 DeploymentResources | checks: found / missing / error | DeploymentResource reconciles | controller CPU, % of a core | CPU per check | CPU per check above checks off | deployment PUTs, DELETEs | status writes (watch events) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut off_share: Option<f64> = None;
+    let mut changed = 0;
+    for setting in &options.resync_settings {
+        let every = drift_interval(setting)?;
+        let controller = stage.controller_resync(setting)?;
+        let started = Instant::now();
+        // Start-up: the new controller lists everything and reconciles every
+        // object once; then a moment for what that set off.
+        loop {
+            if let Ok(now) = Counters::read(&stage, &controller).await
+                && now.resource_reconciles >= resources as f64
+                && now.template_reconciles >= (count + 1) as f64
+            {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(300) {
+                bail!(
+                    "--drift-resync {setting}: the controller did not reconcile every object within 300 s:\n{}",
+                    controller.log_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let window = every
+            .unwrap_or_default()
+            .max(Duration::from_secs(options.idle_secs));
+        let start = Counters::read(&stage, &controller).await?;
+        tokio::time::sleep(window).await;
+        let end = Counters::read(&stage, &controller).await?;
+        controller.stop()?;
+
+        let secs = end.at.duration_since(start.at).as_secs_f64();
+        let requests = end.radius.requests - start.radius.requests;
+        let puts = end.radius.deployment_puts - start.radius.deployment_puts;
+        let deletes = end.radius.deletes - start.radius.deletes;
+        changed += puts + deletes;
+        let checks: Vec<f64> = (0..3).map(|i| end.checks[i] - start.checks[i]).collect();
+        let total_checks: f64 = checks.iter().sum();
+        let cpu = end.cpu - start.cpu;
+        let share = cpu / secs;
+        let per_check = |cpu: f64| {
+            if total_checks > 0.0 {
+                format!("{:.0} µs", 1e6 * cpu / total_checks)
+            } else {
+                "—".into()
+            }
+        };
+        let above_off = match off_share {
+            Some(off) if total_checks > 0.0 => per_check(cpu - off * secs),
+            _ => "—".into(),
+        };
+        if every.is_none() {
+            off_share = Some(share);
+        }
+        println!(
+            "| {setting} | {secs:.1} s | {requests} ({:.0} GETs by the controller) | {:.1} | {} | {:.1} | {:.0} / {:.0} / {:.0} | {:.0} | {:.2} % | {} | {above_off} | {puts}, {deletes} | {} |",
+            end.gets - start.gets,
+            requests as f64 / secs,
+            every.map_or("0".into(), |every| format!(
+                "{:.1}",
+                resources as f64 / every.as_secs_f64()
+            )),
+            1000.0 * requests as f64 / secs / resources as f64,
+            checks[0],
+            checks[1],
+            checks[2],
+            end.resource_reconciles - start.resource_reconciles,
+            100.0 * share,
+            per_check(cpu),
+            (end.events.0 - start.events.0) + (end.events.1 - start.events.1),
+        );
+    }
+    stage.stop().await;
+    if changed > 0 {
+        bail!("{changed} deployment PUTs or DELETEs while nothing changed");
+    }
+    Ok(())
 }

@@ -515,7 +515,8 @@ pub async fn swap(options: &Options, server: Server) -> anyhow::Result<()> {
         }
     }
 
-    let stage = Stage::start_with(server, Duration::from_millis(200), 0, true).await?;
+    let mut stage = Stage::start_with(server, Duration::from_millis(200), 0, true).await?;
+    stage.drift_resync = options.drift_resync.clone();
     let modules = ModuleServer::start().await?;
     let controller = stage.controller_logging("warn,radwasm::reconcile_policy::loader=info")?;
     let digests = DigestWatch::start(&stage.client);
@@ -771,7 +772,7 @@ async fn until_idle(controller: &super::ControllerProcess) -> f64 {
 }
 
 /// Sum of the samples of metric `name` whose line contains every filter.
-fn metric(text: &str, name: &str, filters: &[&str]) -> f64 {
+pub(super) fn metric(text: &str, name: &str, filters: &[&str]) -> f64 {
     text.lines()
         .filter(|line| !line.starts_with('#'))
         .filter(|line| {
@@ -792,8 +793,9 @@ async fn arm(
     server: Server,
     policies: &[(String, Value)],
 ) -> anyhow::Result<Arm> {
-    let stage =
+    let mut stage =
         Stage::start_with(server, Duration::from_millis(options.deploy_ms), 0, true).await?;
+    stage.drift_resync = options.drift_resync.clone();
     let controller = stage.controller()?;
     let api: Api<ReconcilePolicy> = Api::all(stage.client.clone());
     for (name, spec) in policies {
