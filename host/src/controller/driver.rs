@@ -92,6 +92,20 @@ pub trait Reconciled:
     /// status message.
     fn status_parts(&self) -> (&[Condition], Option<&str>);
 
+    /// A digest of everything the observation was made of, if it is one a
+    /// decision that left nothing to do can be trusted to answer the same
+    /// way again (no operation, no failure, nothing found by a check); `None`
+    /// otherwise. A policy is a pure function of its observation, so the
+    /// same inputs are not decided twice.
+    fn settled_inputs(
+        &self,
+        _ctx: &Context,
+        _observation: &Self::Observation,
+        _policy_digest: &str,
+    ) -> Option<u64> {
+        None
+    }
+
     /// How soon the object must be looked at again whatever its plan says
     /// (a drift check due); `None` if nothing is scheduled.
     fn next_check(&self, _ctx: &Context) -> Option<Duration> {
@@ -217,6 +231,18 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
     let policy_ref = execute::policy_ref(&policy, chosen.reconcile_policy.clone());
     let observation = object.observe(ctx).await?;
     tracing::Span::current().record("policy", policy.display_name());
+    // Woken with nothing new (a drift check that found what status says, or
+    // the periodic resync): the last decision on these inputs left nothing
+    // to do, and would again.
+    let settled = object.settled_inputs(ctx, &observation, policy.digest());
+    if let Some(inputs) = settled
+        && ctx.memory.is_settled_on(key, inputs)
+    {
+        let requeue = object
+            .next_check(ctx)
+            .map_or(RESYNC, |check| RESYNC.min(check));
+        return Ok(Action::requeue(requeue));
+    }
     // An operation that failed or was canceled, or a refused request.
     let saw_failure = K::operation(&observation).is_some_and(|op| {
         matches!(
@@ -289,9 +315,8 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
     }
 
     let fingerprint = fingerprint(object);
-    if decision.plan.iter().any(K::mutates_radius)
-        && let Some(wait) = ctx.memory.mutation_wait(key, fingerprint)
-    {
+    let mutates = decision.plan.iter().any(K::mutates_radius);
+    if mutates && let Some(wait) = ctx.memory.mutation_wait(key, fingerprint) {
         // A failed Radius mutation is not repeated before the delay its
         // policy asked for, whatever woke this object early.
         tracing::debug!(?wait, "Radius mutation held back after a failed attempt");
@@ -329,6 +354,8 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
     if saw_failure || executed.mutation_failed {
         ctx.memory.pace(key, requeue, fingerprint);
     }
+    let left_nothing = executed.requeue_ms.is_none() && !mutates;
+    ctx.memory.settled(key, settled.filter(|_| left_nothing));
     Ok(Action::requeue(requeue))
 }
 

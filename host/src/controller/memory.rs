@@ -44,6 +44,8 @@ struct Entry {
     /// When the drift check that first found the object's Radius resource
     /// missing was sent, until its status write takes it.
     missing_seen: Option<k8s_openapi::jiff::Timestamp>,
+    /// The inputs of the last decision, when it left nothing to do.
+    settled_on: Option<u64>,
 }
 
 impl Entry {
@@ -56,6 +58,7 @@ impl Entry {
             expected: Vec::new(),
             drift_due: None,
             missing_seen: None,
+            settled_on: None,
         }
     }
 
@@ -66,6 +69,7 @@ impl Entry {
             && self.expected.is_empty()
             && self.drift_due.is_none()
             && self.missing_seen.is_none()
+            && self.settled_on.is_none()
     }
 }
 
@@ -158,6 +162,23 @@ impl ObjectMemory {
     /// (once).
     pub fn take_missing_seen(&self, key: &str) -> Option<k8s_openapi::jiff::Timestamp> {
         self.with(key, |entry| entry.missing_seen.take()).flatten()
+    }
+
+    /// The last decision for the object was taken on `inputs` and left
+    /// nothing to do (`None`: forget it).
+    pub fn settled(&self, key: &str, inputs: Option<u64>) {
+        self.with(key, |entry| entry.settled_on = inputs);
+    }
+
+    /// True if the last decision was taken on these same `inputs` and left
+    /// nothing to do.
+    pub fn is_settled_on(&self, key: &str, inputs: u64) -> bool {
+        let Ok(entries) = self.entries.lock() else {
+            return false;
+        };
+        entries
+            .get(key)
+            .is_some_and(|entry| entry.settled_on == Some(inputs))
     }
 
     /// How long until the object's next drift check, if one is scheduled.
@@ -414,5 +435,17 @@ mod tests {
         assert!(memory.drift_check_due("DeploymentResource:ns/r0", every));
         memory.forget("DeploymentResource:ns/r0");
         assert_eq!(memory.drift_check_in("DeploymentResource:ns/r0"), None);
+    }
+
+    #[test]
+    fn a_settled_decision_is_remembered_by_its_inputs_until_forgotten() {
+        let memory = ObjectMemory::default();
+        assert!(!memory.is_settled_on("r", 7));
+        memory.settled("r", Some(7));
+        assert!(memory.is_settled_on("r", 7));
+        assert!(!memory.is_settled_on("r", 8), "other inputs are decided");
+        memory.settled("r", None);
+        assert!(!memory.is_settled_on("r", 7));
+        assert!(memory.is_empty());
     }
 }

@@ -73,6 +73,36 @@ impl Reconciled for DeploymentResource {
         }
     }
 
+    /// Settled: not being deleted, no Radius operation or failure, nothing
+    /// found missing. Its inputs are then the object, its owner template
+    /// (both by resourceVersion) and the policy.
+    fn settled_inputs(
+        &self,
+        ctx: &Context,
+        observation: &ResourceObservation,
+        policy_digest: &str,
+    ) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        if observation.meta.deletion_requested
+            || observation.operation.is_some()
+            || observation.last_failure.is_some()
+            || observation.missing_age_ms.is_some()
+        {
+            return None;
+        }
+        let caches = ctx.caches().ok()?;
+        let owner = match self.policy_subject(caches) {
+            PolicySubject::Owner(template) => template.resource_version(),
+            _ => None,
+        };
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.resource_version().hash(&mut hasher);
+        owner.hash(&mut hasher);
+        observation.owner.is_some().hash(&mut hasher);
+        policy_digest.hash(&mut hasher);
+        Some(hasher.finish())
+    }
+
     fn next_check(&self, ctx: &Context) -> Option<std::time::Duration> {
         super::drift::next_check(ctx, self)
     }
