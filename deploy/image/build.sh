@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the controller image from scratch (see Containerfile): no base image
-# is pulled. By default the deployable binary is built first: release, and
+# is pulled. By default the deployable binary is built first: the `deploy`
+# profile (release with whole-program LTO, one codegen unit, no debug info),
 # without the `dev` feature, so it carries no simulators.
 #
 #   deploy/image/build.sh [--binary PATH] [--tag NAME:TAG] [--context DIR]
@@ -26,8 +27,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ -z "$binary" ]; then
-  (cd "$repo" && cargo build --locked --release -p radwasm --no-default-features --bin radwasm)
-  binary="$repo/target/release/radwasm"
+  (cd "$repo" && cargo build --locked --profile deploy -p radwasm --no-default-features --bin radwasm)
+  binary="$repo/target/deploy/radwasm"
 fi
 [ -x "$binary" ] || { echo "build.sh: $binary is not an executable" >&2; exit 2; }
 

@@ -4,7 +4,10 @@
 //!
 //! The image is built from the binary these tests run (`--binary`), so the
 //! suite reuses its own build; the script's default builds the deployable
-//! binary (release, without the `dev` feature). podman runs with `runc`,
+//! binary (release, without the `dev` feature). `RADWASM_IMAGE_BINARY=<path>`
+//! builds it from another binary, e.g. that deployable one, to measure it:
+//! the test prints the image's size and the time from `podman run` to the
+//! template `Ready` (docs/benchmarks.md). podman runs with `runc`,
 //! `vfs` storage in a temp dir and the `cgroupfs` cgroup manager, so it
 //! needs no daemon and leaves nothing behind. podman must be installed
 //! (`apt-get install podman`; CI's `.ci/run` installs it): without it the
@@ -86,16 +89,16 @@ async fn the_image_built_from_scratch_runs_the_controller() {
         image: format!("localhost/radwasm-e2e:{id}"),
     };
 
+    let binary = std::env::var_os("RADWASM_IMAGE_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_radwasm")));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/image/build.sh");
     let built = ok(
         Command::new("bash")
             .arg(&script)
-            .args([
-                "--binary",
-                env!("CARGO_BIN_EXE_radwasm"),
-                "--tag",
-                &cleanup.image,
-            ])
+            .arg("--binary")
+            .arg(&binary)
+            .args(["--tag", &cleanup.image])
             .arg("--context")
             .arg(root.join("context"))
             .env("CONTAINERS_CONF", root.join("containers.conf"))
@@ -132,6 +135,13 @@ async fn the_image_built_from_scratch_runs_the_controller() {
         "podman image inspect",
     );
     assert_eq!(user.trim(), "65532:65532", "runs as non-root");
+    let size = ok(
+        podman(root)
+            .args(["image", "inspect", "--format", "{{.Size}}", &cleanup.image])
+            .output()
+            .expect("podman image inspect"),
+        "podman image inspect",
+    );
 
     // The container, as non-root, reads a copy of the sandbox's kubeconfig.
     let kube = root.join("kube");
@@ -142,6 +152,7 @@ async fn the_image_built_from_scratch_runs_the_controller() {
         let mode = if path.is_dir() { 0o755 } else { 0o644 };
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
+    let started = std::time::Instant::now();
     ok(
         podman(root)
             .args([
@@ -195,6 +206,12 @@ async fn the_image_built_from_scratch_runs_the_controller() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    println!(
+        "image from {}: {:.1} MB; from `podman run` to the template Ready: {:.2} s",
+        binary.display(),
+        size.trim().parse::<f64>().unwrap_or(0.0) / 1e6,
+        started.elapsed().as_secs_f64()
+    );
     assert_eq!(system.radius().stats().deployment_puts, 1);
     drop(cleanup);
     system.shutdown().await;
