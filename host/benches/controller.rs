@@ -26,6 +26,10 @@
 //! cargo bench -p radwasm --bench controller -- shadow selection [--templates 1000] [--rounds 3] [--policies 100]
 //! ```
 //!
+//! `RADWASM_BENCH_BINARY=<path>` measures another build of `radwasm` (an
+//! older commit's, say) with the same stand-ins, to compare two builds in
+//! one session.
+//!
 //! `--apiserver` picks the Kubernetes API server: `embedded` (the default,
 //! `sim/kube-apiserver` in this process), `real` (etcd, kube-apiserver and
 //! kube-controller-manager built from their Go modules and started on
@@ -584,7 +588,11 @@ impl ControllerProcess {
         // A free loopback port for /metrics (released just before the
         // controller binds it).
         let metrics_address = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-        let mut command = Command::new(env!("CARGO_BIN_EXE_radwasm"));
+        // `RADWASM_BENCH_BINARY`: another build of radwasm to measure (two
+        // builds compared in one session); this build's by default.
+        let binary = std::env::var_os("RADWASM_BENCH_BINARY")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_radwasm").into());
+        let mut command = Command::new(binary);
         command.arg("run");
         if let Some(every) = drift_resync {
             command.arg("--drift-resync").arg(every);
