@@ -271,9 +271,9 @@ pub struct DeploymentTemplateStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<LastFailure>,
     /// When the controller last saw a deployment of this template succeed
-    /// (RFC 3339); the drift check compares with it.
+    /// (RFC 3339, microseconds); the drift check compares with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_deployed: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    pub last_deployed: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>,
     /// Ids of the deployment records started for this template and not yet
     /// deleted, oldest first (at most 32 are remembered).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -349,10 +349,11 @@ pub struct DeploymentResourceStatus {
     /// DELETEs of this resource that failed in a row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<LastFailure>,
-    /// When the controller's drift check first found the Radius resource
-    /// missing (RFC 3339); cleared when a check finds it again.
+    /// When the controller's drift check that first found the Radius
+    /// resource missing was sent (RFC 3339, microseconds); cleared when a
+    /// check finds it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub missing_since: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    pub missing_since: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>,
     /// Lifecycle phase: Ready, Deleting, Failed, Missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phrase: Option<String>,

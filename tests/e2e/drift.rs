@@ -121,19 +121,16 @@ async fn a_radius_that_lost_everything_is_repaired_with_one_deployment_per_templ
     // one that reports, and nothing deleted.
     let stats = system.radius().stats();
     for at in 0..templates_count {
-        let sent: u64 = stats
-            .deployment_puts_by_name
-            .iter()
-            .filter(|(deployment, _)| deployment.starts_with(&format!("{}-", name(at))))
-            .map(|(_, count)| count)
-            .sum();
-        assert_eq!(sent, 1, "deployments of {} after the loss", name(at));
+        assert_eq!(
+            stats.deployment_puts_of_template(&name(at)),
+            1,
+            "deployments of {} after the loss",
+            name(at)
+        );
     }
-    assert!(
-        !stats
-            .deployment_puts_by_name
-            .keys()
-            .any(|deployment| deployment.starts_with("reporting-")),
+    assert_eq!(
+        stats.deployment_puts_of_template("reporting"),
+        0,
         "the reporting template deployed: {:?}",
         stats.deployment_puts_by_name
     );

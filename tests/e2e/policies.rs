@@ -228,11 +228,7 @@ fn deployments_of(system: &System, template: &str) -> u64 {
     system
         .radius()
         .stats()
-        .deployment_puts_by_name
-        .iter()
-        .filter(|(name, _)| name.starts_with(&format!("{template}-")))
-        .map(|(_, n)| *n)
-        .sum()
+        .deployment_puts_of_template(template)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

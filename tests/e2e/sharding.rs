@@ -51,14 +51,15 @@ async fn two_shards_deploy_and_delete_each_template_exactly_once() {
     for at in 0..TEMPLATES {
         system.wait_phase(&name(at), "Ready").await;
     }
-    let puts = system.radius().stats().deployment_puts_by_name;
+    let stats = system.radius().stats();
+    let puts = &stats.deployment_puts_by_name;
     for at in 0..TEMPLATES {
-        let sent: u64 = puts
-            .iter()
-            .filter(|(deployment, _)| deployment.starts_with(&format!("{}-", name(at))))
-            .map(|(_, count)| count)
-            .sum();
-        assert_eq!(sent, 1, "{}: {puts:?}", name(at));
+        assert_eq!(
+            stats.deployment_puts_of_template(&name(at)),
+            1,
+            "{}: {puts:?}",
+            name(at)
+        );
     }
     assert!(
         !puts.keys().any(|d| d.starts_with("unsharded")),

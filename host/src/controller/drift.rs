@@ -18,10 +18,9 @@ use crate::crd::{DeploymentResource, DeploymentResourceStatus};
 /// it is seen back soon after its template deployed it again.
 pub const MISSING_RECHECK: Duration = Duration::from_secs(5);
 
-/// Milliseconds since `time`, as the host measures it now.
-pub fn age_ms(time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> u64 {
-    let age = k8s_openapi::jiff::Timestamp::now().duration_since(time.0);
-    u64::try_from(age.as_millis()).unwrap_or(0)
+/// Milliseconds from `time` to `now`.
+pub fn age_ms(time: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> u64 {
+    u64::try_from(now.duration_since(time).as_millis()).unwrap_or(0)
 }
 
 /// How long ago the resource was first found missing in Radius, checking
@@ -36,7 +35,11 @@ pub async fn missing_age_ms(
     status: &DeploymentResourceStatus,
 ) -> Option<u64> {
     let every = ctx.drift_resync?;
-    let recorded = status.missing_since.as_ref().map(age_ms);
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let recorded = status
+        .missing_since
+        .as_ref()
+        .map(|since| age_ms(since.0, now));
     if busy(object, Some(status)) {
         return recorded;
     }

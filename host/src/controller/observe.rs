@@ -83,6 +83,9 @@ pub async fn template(
     let spec_hash = &spec_hash(spec);
     let namespace = object.namespace().unwrap_or_default();
     let uid = object.uid().unwrap_or_default();
+    // One clock reading for every age in the observation, so that two times
+    // recorded in the same instant compare as equal.
+    let now = k8s_openapi::jiff::Timestamp::now();
     let owned_resources = ctx
         .owners
         .get(&uid)
@@ -110,7 +113,7 @@ pub async fn template(
                 .status
                 .as_ref()
                 .and_then(|s| s.missing_since.as_ref())
-                .map(super::drift::age_ms),
+                .map(|since| super::drift::age_ms(since.0, now)),
         })
         .collect();
 
@@ -181,7 +184,10 @@ pub async fn template(
         last_failure,
         dependency_cycle,
         deployments: status.deployments.clone(),
-        deployed_age_ms: status.last_deployed.as_ref().map(super::drift::age_ms),
+        deployed_age_ms: status
+            .last_deployed
+            .as_ref()
+            .map(|at| super::drift::age_ms(at.0, now)),
     })
 }
 
@@ -261,7 +267,7 @@ fn failure_record(
         (None, Some(recorded)) => Some(model::FailureRecord {
             subject: recorded.subject.clone(),
             count: recorded.count,
-            age_ms: super::drift::age_ms(&recorded.time),
+            age_ms: super::drift::age_ms(recorded.time.0, k8s_openapi::jiff::Timestamp::now()),
             error: model::RadiusError {
                 code: recorded.code.clone(),
                 message: recorded.message.clone(),

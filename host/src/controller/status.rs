@@ -4,7 +4,7 @@
 //! merge patch of the status subresource. Fields left `None` are not sent;
 //! `Some(None)` clears a field (merge-patch `null`).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use radwasm_policy_model as model;
 use serde::Serialize;
 
@@ -44,13 +44,15 @@ pub struct StatusPatch {
     pub last_failure: Option<Option<LastFailure>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deployments: Option<Vec<String>>,
-    /// When a deployment of the template was last seen to succeed.
+    /// When a deployment of the template was last seen to succeed. With
+    /// microseconds: a second's precision (`Time`) would make a resource
+    /// found missing in the same second look as new as the deployment.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_deployed: Option<Time>,
+    pub last_deployed: Option<MicroTime>,
     /// When the drift check first found the resource missing; `Some(None)`
     /// clears it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub missing_since: Option<Option<Time>>,
+    pub missing_since: Option<Option<MicroTime>>,
     /// `Some(None)` clears it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<Option<PolicyRef>>,
@@ -231,7 +233,7 @@ impl StatusPatch {
         if operation.kind == model::OperationKind::Deployment
             && matches!(operation.result, model::OperationResult::Succeeded { .. })
         {
-            self.last_deployed = Some(now());
+            self.last_deployed = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
         }
     }
 
@@ -241,7 +243,7 @@ impl StatusPatch {
     /// `seen` is when the check that found it missing was sent, if known.
     pub fn track_missing(
         &mut self,
-        recorded: Option<&Time>,
+        recorded: Option<&MicroTime>,
         missing_age_ms: Option<u64>,
         seen: Option<k8s_openapi::jiff::Timestamp>,
     ) {
@@ -253,7 +255,7 @@ impl StatusPatch {
                             i64::try_from(age_ms).unwrap_or(0),
                         )
                 });
-                self.missing_since = Some(Some(Time(since)));
+                self.missing_since = Some(Some(MicroTime(since)));
             }
             (Some(_), None) => self.missing_since = Some(None),
             _ => {}
@@ -527,14 +529,14 @@ mod tests {
         let sent: k8s_openapi::jiff::Timestamp = "2026-11-24T10:00:00Z".parse().expect("time");
         let mut first = StatusPatch::default();
         first.track_missing(None, Some(40), Some(sent));
-        assert_eq!(first.missing_since, Some(Some(Time(sent))));
+        assert_eq!(first.missing_since, Some(Some(MicroTime(sent))));
 
         let mut still = StatusPatch::default();
-        still.track_missing(Some(&Time(sent)), Some(9_000), None);
+        still.track_missing(Some(&MicroTime(sent)), Some(9_000), None);
         assert!(still.is_empty(), "nothing new to write");
 
         let mut found = StatusPatch::default();
-        found.track_missing(Some(&Time(sent)), None, None);
+        found.track_missing(Some(&MicroTime(sent)), None, None);
         assert_eq!(found.missing_since, Some(None));
         assert_eq!(
             found.to_body(),

@@ -50,6 +50,17 @@ impl Stats {
         self.deployment_puts_by_name.get(name).copied().unwrap_or(0)
     }
 
+    /// Deployment PUTs of every deployment named `{template}-…`: a
+    /// template's, under the default policy's naming.
+    pub fn deployment_puts_of_template(&self, template: &str) -> u64 {
+        let prefix = format!("{template}-");
+        self.deployment_puts_by_name
+            .iter()
+            .filter(|(name, _)| name.starts_with(&prefix))
+            .map(|(_, count)| count)
+            .sum()
+    }
+
     /// DELETEs of one resource id (compared case-insensitively).
     pub fn deletes_for(&self, id: &str) -> u64 {
         self.deletes_by_id.get(&ids::key(id)).copied().unwrap_or(0)
