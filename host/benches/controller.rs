@@ -472,25 +472,9 @@ impl Stage {
         &self,
         what: &str,
         timeout: Duration,
-        mut done: impl FnMut(&Seen) -> bool,
+        done: impl FnMut(&Seen) -> bool,
     ) -> anyhow::Result<()> {
-        let mut changes = self.changes.clone();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            changes.borrow_and_update();
-            let finished = match self.seen.lock() {
-                Ok(seen) => done(&seen),
-                Err(_) => bail!("the watch task panicked"),
-            };
-            if finished {
-                return Ok(());
-            }
-            match tokio::time::timeout_at(deadline, changes.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => bail!("the watches stopped while waiting for {what}"),
-                Err(_) => bail!("timed out after {timeout:?} waiting for {what}"),
-            }
-        }
+        wait_until(&self.seen, &self.changes, what, timeout, done).await
     }
 
     fn ready_at(&self, name: &str) -> Option<Instant> {
@@ -566,6 +550,34 @@ fn template(name: &str) -> DeploymentTemplate {
     );
     object.metadata.namespace = Some(NAMESPACE.to_string());
     object
+}
+
+/// Wait until `done` holds for `state`, which watch tasks fill in and
+/// announce on `changes`; at most `timeout`.
+async fn wait_until<T>(
+    state: &Mutex<T>,
+    changes: &watch::Receiver<u64>,
+    what: &str,
+    timeout: Duration,
+    mut done: impl FnMut(&T) -> bool,
+) -> anyhow::Result<()> {
+    let mut changes = changes.clone();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        changes.borrow_and_update();
+        let finished = match state.lock() {
+            Ok(state) => done(&state),
+            Err(_) => bail!("a watch task panicked"),
+        };
+        if finished {
+            return Ok(());
+        }
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => bail!("the watches stopped while waiting for {what}"),
+            Err(_) => bail!("timed out after {timeout:?} waiting for {what}"),
+        }
+    }
 }
 
 /// `radwasm run` as a child process.

@@ -206,72 +206,78 @@ struct DigestWatch {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
+/// Watch every `K`: the first time each object shows a digest (`digest`
+/// takes it from the object), note when in the map `into` picks, and
+/// announce it on `notify`.
+fn watch_digests<K>(
+    api: Api<K>,
+    digests: Arc<Mutex<Digests>>,
+    notify: Arc<watch::Sender<u64>>,
+    digest: fn(&K) -> Option<String>,
+    into: fn(&mut Digests) -> &mut HashMap<(String, String), Instant>,
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        while let Some(event) = stream.next().await {
+            let Ok(object) = event else { continue };
+            let Some(seen) = digest(&object) else {
+                continue;
+            };
+            let now = Instant::now();
+            if let Ok(mut digests) = digests.lock() {
+                into(&mut digests)
+                    .entry((object.name_any(), seen))
+                    .or_insert(now);
+            }
+            notify.send_modify(|n| *n += 1);
+        }
+    })
+}
+
 impl DigestWatch {
     fn start(client: &Client) -> Self {
         let digests = Arc::new(Mutex::new(Digests::default()));
         let (notify, changes) = watch::channel(0u64);
         let notify = Arc::new(notify);
-        let templates = {
-            let (digests, notify) = (digests.clone(), notify.clone());
-            let api: Api<DeploymentTemplate> = Api::all(client.clone());
-            tokio::spawn(async move {
-                let mut stream = watcher(api, watcher::Config::default())
-                    .default_backoff()
-                    .applied_objects()
-                    .boxed();
-                while let Some(event) = stream.next().await {
-                    let Ok(template) = event else { continue };
-                    let Some(digest) = template
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.policy.as_ref())
-                        .map(|p| p.digest.clone())
-                    else {
-                        continue;
-                    };
-                    let now = Instant::now();
-                    if let Ok(mut digests) = digests.lock() {
-                        digests
-                            .templates
-                            .entry((template.name_any(), digest))
-                            .or_insert(now);
-                    }
-                    notify.send_modify(|n| *n += 1);
-                }
-            })
-        };
-        let policies = {
-            let (digests, notify) = (digests.clone(), notify.clone());
-            let api: Api<ReconcilePolicy> = Api::all(client.clone());
-            tokio::spawn(async move {
-                let mut stream = watcher(api, watcher::Config::default())
-                    .default_backoff()
-                    .applied_objects()
-                    .boxed();
-                while let Some(event) = stream.next().await {
-                    let Ok(policy) = event else { continue };
-                    let Some(status) = policy.status.as_ref() else {
-                        continue;
-                    };
-                    let ready = status
-                        .conditions
-                        .iter()
-                        .any(|c| c.type_ == "Ready" && c.status == "True");
-                    let Some(digest) = status.digest.clone().filter(|_| ready) else {
-                        continue;
-                    };
-                    let digest = digest.trim_start_matches("sha256:").to_string();
-                    let now = Instant::now();
-                    if let Ok(mut digests) = digests.lock() {
-                        digests
-                            .policies
-                            .entry((policy.name_any(), digest))
-                            .or_insert(now);
-                    }
-                    notify.send_modify(|n| *n += 1);
-                }
-            })
-        };
+        let templates = watch_digests(
+            Api::<DeploymentTemplate>::all(client.clone()),
+            digests.clone(),
+            notify.clone(),
+            |template| {
+                template
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.policy.as_ref())
+                    .map(|p| p.digest.clone())
+            },
+            |digests| &mut digests.templates,
+        );
+        let policies = watch_digests(
+            Api::<ReconcilePolicy>::all(client.clone()),
+            digests.clone(),
+            notify,
+            |policy| {
+                let status = policy.status.as_ref()?;
+                let ready = status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                let digest = status.digest.as_deref().filter(|_| ready)?;
+                Some(digest.trim_start_matches("sha256:").to_string())
+            },
+            |digests| &mut digests.policies,
+        );
         Self {
             digests,
             changes,
@@ -284,25 +290,9 @@ impl DigestWatch {
         &self,
         what: &str,
         timeout: Duration,
-        mut done: impl FnMut(&Digests) -> bool,
+        done: impl FnMut(&Digests) -> bool,
     ) -> anyhow::Result<()> {
-        let mut changes = self.changes.clone();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            changes.borrow_and_update();
-            let finished = match self.digests.lock() {
-                Ok(digests) => done(&digests),
-                Err(_) => bail!("a digest watch panicked"),
-            };
-            if finished {
-                return Ok(());
-            }
-            match tokio::time::timeout_at(deadline, changes.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => bail!("the digest watches stopped while waiting for {what}"),
-                Err(_) => bail!("timed out after {timeout:?} waiting for {what}"),
-            }
-        }
+        super::wait_until(&self.digests, &self.changes, what, timeout, done).await
     }
 
     fn template_at(&self, name: &str, digest: &str) -> Option<Instant> {
