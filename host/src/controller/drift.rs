@@ -71,10 +71,7 @@ pub async fn missing_age_ms(
             if recorded.is_none() {
                 ctx.memory.missing_seen(&key, sent);
             }
-            Some(recorded.unwrap_or_else(|| {
-                let age = k8s_openapi::jiff::Timestamp::now().duration_since(sent);
-                u64::try_from(age.as_millis()).unwrap_or(0)
-            }))
+            Some(recorded.unwrap_or_else(|| age_ms(sent, k8s_openapi::jiff::Timestamp::now())))
         }
         Err(error) => {
             ctx.metrics.count_drift_check("error");

@@ -120,6 +120,20 @@ impl ObjectMemory {
         Some(result)
     }
 
+    /// Like [`Self::with`] for an object already remembered; nothing (and
+    /// no allocation) for one that is not: for the calls every reconcile
+    /// makes that only clear or take what may be there.
+    fn with_existing<R>(&self, key: &str, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        let mut entries = self.entries.lock().ok()?;
+        let entry = entries.get_mut(key)?;
+        entry.touched = Instant::now();
+        let result = f(entry);
+        if entry.is_empty() {
+            entries.remove(key);
+        }
+        Some(result)
+    }
+
     /// Backoff for the object's next consecutive error: 1 s doubling to 60 s.
     pub fn error_backoff(&self, key: &str) -> Duration {
         self.with(key, |entry| {
@@ -161,13 +175,17 @@ impl ObjectMemory {
     /// When the check recorded by [`ObjectMemory::missing_seen`] was sent
     /// (once).
     pub fn take_missing_seen(&self, key: &str) -> Option<k8s_openapi::jiff::Timestamp> {
-        self.with(key, |entry| entry.missing_seen.take()).flatten()
+        self.with_existing(key, |entry| entry.missing_seen.take())
+            .flatten()
     }
 
     /// The last decision for the object was taken on `inputs` and left
     /// nothing to do (`None`: forget it).
     pub fn settled(&self, key: &str, inputs: Option<u64>) {
-        self.with(key, |entry| entry.settled_on = inputs);
+        match inputs {
+            Some(_) => self.with(key, |entry| entry.settled_on = inputs),
+            None => self.with_existing(key, |entry| entry.settled_on = None),
+        };
     }
 
     /// True if the last decision was taken on these same `inputs` and left
@@ -213,15 +231,7 @@ impl ObjectMemory {
     /// The watch showed the child `name` of the object `key` (created,
     /// changed or deleted), or its create failed: stop waiting for it.
     pub fn created_seen(&self, key: &str, name: &str) {
-        let Ok(mut entries) = self.entries.lock() else {
-            return;
-        };
-        if let Some(entry) = entries.get_mut(key) {
-            entry.expected.retain(|(n, _)| n != name);
-            if entry.is_empty() {
-                entries.remove(key);
-            }
-        }
+        self.with_existing(key, |entry| entry.expected.retain(|(n, _)| n != name));
     }
 
     /// Whether the object still waits for the watch to show a child it
@@ -247,7 +257,7 @@ impl ObjectMemory {
 
     /// A reconcile finished without error.
     pub fn succeeded(&self, key: &str) {
-        self.with(key, |entry| entry.errors = 0);
+        self.with_existing(key, |entry| entry.errors = 0);
     }
 
     /// A Radius mutation failed (or its operation did): none is made again

@@ -74,8 +74,9 @@ impl Reconciled for DeploymentResource {
     }
 
     /// Settled: not being deleted, no Radius operation or failure, nothing
-    /// found missing. Its inputs are then the object, its owner template
-    /// (both by resourceVersion) and the policy.
+    /// found missing. Its inputs are then the object and its owner template
+    /// (by resourceVersion; and which template holds the owner's name) and
+    /// the policy.
     fn settled_inputs(
         &self,
         ctx: &Context,
@@ -98,7 +99,11 @@ impl Reconciled for DeploymentResource {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         self.resource_version().hash(&mut hasher);
         owner.hash(&mut hasher);
-        observation.owner.is_some().hash(&mut hasher);
+        observation
+            .owner
+            .as_ref()
+            .map(|o| (&o.found_uid, o.deletion_requested))
+            .hash(&mut hasher);
         policy_digest.hash(&mut hasher);
         Some(hasher.finish())
     }
