@@ -39,8 +39,10 @@ pub struct GuestLog {
 
 /// Store data for one decision.
 pub struct SandboxState {
-    wasi: WasiCtx,
-    table: ResourceTable,
+    /// Made on the guest's first WASI call: most decisions make none (the
+    /// SDK needs no clock, file or random number), and building the context
+    /// and its table is a measurable part of a decision's fixed cost.
+    wasi: Option<(WasiCtx, ResourceTable)>,
     memory_limit: usize,
     /// Set when the guest asked for more memory than the cap allows.
     pub(crate) memory_limit_hit: bool,
@@ -51,8 +53,7 @@ pub struct SandboxState {
 impl SandboxState {
     pub fn new(memory_limit: usize) -> Self {
         Self {
-            wasi: deterministic_wasi(),
-            table: ResourceTable::new(),
+            wasi: None,
             memory_limit,
             memory_limit_hit: false,
             logs: Vec::new(),
@@ -108,10 +109,10 @@ impl wasmtime_wasi::HostMonotonicClock for FixedMonotonicClock {
 
 impl WasiView for SandboxState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        let (ctx, table) = self
+            .wasi
+            .get_or_insert_with(|| (deterministic_wasi(), ResourceTable::new()));
+        WasiCtxView { ctx, table }
     }
 }
 
