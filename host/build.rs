@@ -1,23 +1,33 @@
-//! Builds the policy guests for `wasm32-wasip2` so the host can embed the
-//! default policy and its tests can load the others, with no manual step.
+//! Builds the policy guests so the host can embed the default policy and its
+//! tests can load the others, with no manual step.
 //!
-//! The guests are compiled by a nested `cargo build` into `target/guests`
+//! The guests are compiled by nested `cargo build`s into `target/guests`
 //! (a separate target directory, so it never waits on the lock the outer
 //! build holds). The toolchain file at the repository root pins the toolchain
-//! and lists the `wasm32-wasip2` target, so rustup installs it on first use.
+//! and lists both wasm targets, so rustup installs them on first use.
+//!
+//! Two kinds of guest are built:
+//! * most are compiled for `wasm32-unknown-unknown`, a target without WASI,
+//!   and the core module is turned into a component here (`wit-component`,
+//!   what `wasm-tools component new` does). Such a component imports only
+//!   the contract's `log`, so each decision's fresh instance links nothing
+//!   else: a third cheaper to instantiate than the same guest built for
+//!   `wasm32-wasip2` (docs/benchmarks.md);
+//! * `misbehaving-policy` is built for `wasm32-wasip2`, the target authors
+//!   use by default, because it calls the clock and the random source to
+//!   prove the sandbox gives them fixed answers.
 
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Guest crates built here; the first is embedded as the default policy.
-const GUESTS: &[&str] = &[
-    "default-policy",
-    "image-tag-guardrail",
-    "misbehaving-policy",
-    "annotation-canary",
-];
-const WASM_TARGET: &str = "wasm32-wasip2";
+/// Guest crates built without WASI and turned into components here; the
+/// first is embedded as the default policy.
+const CORE_GUESTS: &[&str] = &["default-policy", "image-tag-guardrail", "annotation-canary"];
+/// Guest crates built as components for `wasm32-wasip2`.
+const WASI_GUESTS: &[&str] = &["misbehaving-policy"];
+const CORE_TARGET: &str = "wasm32-unknown-unknown";
+const WASI_TARGET: &str = "wasm32-wasip2";
 const GUEST_PROFILE: &str = "guest";
 
 fn main() {
@@ -42,14 +52,33 @@ fn main() {
         .unwrap_or_else(|| workspace.join("target"));
     let guest_target_dir = target_root.join("guests");
 
-    build_guests(&workspace, &guest_target_dir);
+    build_guests(&workspace, &guest_target_dir, CORE_TARGET, CORE_GUESTS);
+    build_guests(&workspace, &guest_target_dir, WASI_TARGET, WASI_GUESTS);
 
-    let built = guest_target_dir.join(WASM_TARGET).join(GUEST_PROFILE);
     let guest_dir = out_dir.join("guests");
     std::fs::create_dir_all(&guest_dir).expect("create OUT_DIR/guests");
-    for guest in GUESTS {
-        let file = format!("{}.wasm", guest.replace('-', "_"));
-        let from = built.join(&file);
+    let built = |target: &str, guest: &str| {
+        guest_target_dir
+            .join(target)
+            .join(GUEST_PROFILE)
+            .join(format!("{}.wasm", guest.replace('-', "_")))
+    };
+    for guest in CORE_GUESTS {
+        let from = built(CORE_TARGET, guest);
+        let module = std::fs::read(&from)
+            .unwrap_or_else(|error| panic!("read {}: {error}", from.display()));
+        let component = wit_component::ComponentEncoder::default()
+            .module(&module)
+            .and_then(|encoder| encoder.validate(true).encode())
+            .unwrap_or_else(|error| {
+                panic!("turning {} into a component: {error:#}", from.display())
+            });
+        let to = guest_dir.join(format!("{guest}.wasm"));
+        std::fs::write(&to, component)
+            .unwrap_or_else(|error| panic!("write {}: {error}", to.display()));
+    }
+    for guest in WASI_GUESTS {
+        let from = built(WASI_TARGET, guest);
         let to = guest_dir.join(format!("{guest}.wasm"));
         std::fs::copy(&from, &to)
             .unwrap_or_else(|error| panic!("copy {} to {}: {error}", from.display(), to.display()));
@@ -64,7 +93,7 @@ fn main() {
 /// rustup installs the targets a toolchain file lists only when it installs
 /// the toolchain itself; if the toolchain was already there, add the wasm
 /// target now so a fresh clone needs no manual step.
-fn ensure_wasm_target() {
+fn ensure_wasm_target(target: &str) {
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let sysroot = Command::new(&rustc)
         .args(["--print", "sysroot"])
@@ -72,23 +101,23 @@ fn ensure_wasm_target() {
         .ok()
         .filter(|output| output.status.success())
         .map(|output| PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()));
-    let installed = sysroot.is_some_and(|root| root.join("lib/rustlib").join(WASM_TARGET).exists());
+    let installed = sysroot.is_some_and(|root| root.join("lib/rustlib").join(target).exists());
     if installed {
         return;
     }
     let mut command = Command::new("rustup");
-    command.args(["target", "add", WASM_TARGET]);
+    command.args(["target", "add", target]);
     if let Some(toolchain) = env::var_os("RUSTUP_TOOLCHAIN") {
         command.arg("--toolchain").arg(toolchain);
     }
     match command.output() {
         Ok(output) if output.status.success() => {}
         Ok(output) => panic!(
-            "the {WASM_TARGET} target is missing and `rustup target add {WASM_TARGET}` failed:\n{}",
+            "the {target} target is missing and `rustup target add {target}` failed:\n{}",
             String::from_utf8_lossy(&output.stderr)
         ),
         Err(error) => panic!(
-            "the {WASM_TARGET} target is missing and rustup could not be run ({error}); install the target for this toolchain"
+            "the {target} target is missing and rustup could not be run ({error}); install the target for this toolchain"
         ),
     }
 }
@@ -96,20 +125,20 @@ fn ensure_wasm_target() {
 /// Flags for the guest build (one flag per \x1f-separated entry).
 const GUEST_RUSTFLAGS: &str = "-Clink-arg=-zstack-size=65536\x1f-Ctarget-feature=+simd128";
 
-fn build_guests(workspace: &Path, target_dir: &Path) {
-    ensure_wasm_target();
+fn build_guests(workspace: &Path, target_dir: &Path, target: &str, guests: &[&str]) {
+    ensure_wasm_target(target);
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
         .current_dir(workspace)
         .arg("build")
         .arg("--target")
-        .arg(WASM_TARGET)
+        .arg(target)
         .arg("--profile")
         .arg(GUEST_PROFILE)
         .arg("--target-dir")
         .arg(target_dir);
-    for guest in GUESTS {
+    for guest in guests {
         command.arg("-p").arg(guest);
     }
     // The outer build's settings are for the host target; none of them may
@@ -140,7 +169,7 @@ fn build_guests(workspace: &Path, target_dir: &Path) {
         .unwrap_or_else(|error| panic!("could not run cargo to build the policy guests: {error}"));
     if !output.status.success() {
         panic!(
-            "building the policy guests for {WASM_TARGET} failed:\n{}",
+            "building the policy guests for {target} failed:\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
     }
