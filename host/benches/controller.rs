@@ -20,7 +20,7 @@
 //!
 //! ```sh
 //! cargo bench -p radwasm --bench controller -- time-to-ready [--reps 5] [--apiserver both]
-//! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000] [--idle-secs 30] [--apiserver both]
+//! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000] [--retry-after-secs 0] [--idle-secs 30] [--apiserver both]
 //! cargo bench -p radwasm --bench controller -- resync [--templates 1000] [--resync-settings 0,60s,15s] [--idle-secs 30]
 //! cargo bench -p radwasm --bench controller -- swap [--swaps 20] [--module-kib 2048] [--swap-templates 10] [--module-file F.wasm]
 //! cargo bench -p radwasm --bench controller -- shadow selection [--templates 1000] [--rounds 3] [--policies 100]
@@ -93,6 +93,9 @@ struct Options {
     reps: usize,
     templates: usize,
     deploy_ms: u64,
+    /// `scale`: the `Retry-After` seconds the simulator sends with running
+    /// operations (0: none, the default policy polls at its 100 ms floor).
+    retry_after_secs: u64,
     apply_concurrency: usize,
     /// How long `scale` watches the controller idle after all is Ready.
     idle_secs: u64,
@@ -121,6 +124,7 @@ fn options() -> anyhow::Result<Options> {
         reps: 5,
         templates: 1000,
         deploy_ms: 1000,
+        retry_after_secs: 0,
         apply_concurrency: 16,
         idle_secs: 30,
         swaps: 20,
@@ -146,6 +150,7 @@ fn options() -> anyhow::Result<Options> {
             "--reps" => options.reps = number("--reps")? as usize,
             "--templates" => options.templates = number("--templates")? as usize,
             "--deploy-ms" => options.deploy_ms = number("--deploy-ms")?,
+            "--retry-after-secs" => options.retry_after_secs = number("--retry-after-secs")?,
             "--idle-secs" => options.idle_secs = number("--idle-secs")?,
             "--swaps" => options.swaps = number("--swaps")?.max(1) as usize,
             "--module-kib" => options.module_kib = number("--module-kib")? as usize,
@@ -185,7 +190,7 @@ fn options() -> anyhow::Result<Options> {
                 options.benches.push(arg)
             }
             other => bail!(
-                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both"
+                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both"
             ),
         }
     }
@@ -793,7 +798,7 @@ async fn time_to_ready(options: &Options, server: Server) -> anyhow::Result<()> 
 async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
     let count = options.templates;
     let deploy = Duration::from_millis(options.deploy_ms);
-    let mut stage = Stage::start(server, deploy, 0).await?;
+    let mut stage = Stage::start(server, deploy, options.retry_after_secs).await?;
     stage.drift_resync = options.drift_resync.clone();
     let resync = options
         .drift_resync
