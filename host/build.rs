@@ -10,9 +10,9 @@
 //! * most are compiled for `wasm32-unknown-unknown`, a target without WASI,
 //!   and the core module is turned into a component here (`wit-component`,
 //!   what `wasm-tools component new` does). Such a component imports only
-//!   the contract's `log`, so each decision's fresh instance links nothing
-//!   else: a third cheaper to instantiate than the same guest built for
-//!   `wasm32-wasip2` (docs/benchmarks.md);
+//!   the contract's own interfaces (`log` if it logs), so each decision's
+//!   fresh instance links nothing else: a third cheaper to instantiate than
+//!   the same guest built for `wasm32-wasip2` (docs/benchmarks.md);
 //! * `misbehaving-policy` is built for `wasm32-wasip2`, the target authors
 //!   use by default, because it calls the clock and the random source to
 //!   prove the sandbox gives them fixed answers.
