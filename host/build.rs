@@ -65,8 +65,8 @@ fn main() {
     };
     for guest in CORE_GUESTS {
         let from = built(CORE_TARGET, guest);
-        let module = std::fs::read(&from)
-            .unwrap_or_else(|error| panic!("read {}: {error}", from.display()));
+        let module =
+            std::fs::read(&from).unwrap_or_else(|error| panic!("read {}: {error}", from.display()));
         let component = wit_component::ComponentEncoder::default()
             .module(&module)
             .and_then(|encoder| encoder.validate(true).encode())
