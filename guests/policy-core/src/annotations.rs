@@ -230,12 +230,19 @@ fn parse_retry(value: &str) -> Option<DeploymentRetry> {
     } else {
         return None;
     };
-    match number.trim().parse::<u64>() {
-        Ok(n) if n > 0 => Some(DeploymentRetry::Backoff {
-            base_ms: n.saturating_mul(unit_ms).min(MAX_RETRY_MS),
-        }),
-        _ => None,
+    // A whole number in decimal digits only: `u64::from_str` would also
+    // take `+5`, and the number was trimmed, so `2 m` passed.
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
     }
+    if number.bytes().all(|b| b == b'0') {
+        return None;
+    }
+    // Past u64 the delay is still a delay, capped like any other.
+    let base_ms = number.parse::<u64>().map_or(MAX_RETRY_MS, |n| {
+        n.saturating_mul(unit_ms).min(MAX_RETRY_MS)
+    });
+    Some(DeploymentRetry::Backoff { base_ms })
 }
 
 #[cfg(test)]

@@ -659,23 +659,32 @@ proptest! {
     #[test]
     fn deployment_retry_is_understood_or_the_default(value in prop_oneof![
         annotation_value(),
-        (0u64..2_000, pick(&["s", "m", "S", "M", "h", ""]), pick(&["", " ", "\t"]))
-            .prop_map(|(n, unit, pad)| format!("{pad}{n}{unit}{pad}")),
+        (
+            0u64..2_000,
+            pick(&["s", "m", "S", "M", "h", ""]),
+            pick(&["", " ", "\t"]),
+            pick(&["", "", "", "+", "-", "0"]),
+            pick(&["", "", "", " ", "\t"]),
+        )
+            .prop_map(|(n, unit, pad, sign, gap)| format!("{pad}{sign}{n}{gap}{unit}{pad}")),
+        "[0-9]{19,30}[smSM]",
     ]) {
         let annotations = [(DEPLOYMENT_RETRY.to_string(), value.clone())].into();
         let read = deployment_retry(&annotations);
         let normalized = value.trim().to_ascii_lowercase();
+        // A whole number in decimal digits, greater than 0, then the unit;
+        // past u64 it is capped like any other long delay.
         let number = normalized
             .strip_suffix('s')
             .map(|n| (n, 1_000u64))
             .or_else(|| normalized.strip_suffix('m').map(|n| (n, 60_000)))
-            .and_then(|(n, unit)| Some((n.trim().parse::<u64>().ok()?, unit)))
-            .filter(|(n, _)| *n > 0);
+            .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .filter(|(n, _)| n.bytes().any(|b| b != b'0'));
         let expected = match (normalized.as_str(), number) {
             ("never", _) => Some(DeploymentRetry::Never),
             ("", _) => Some(DeploymentRetry::Backoff { base_ms: DEFAULT_RETRY_BASE_MS }),
             (_, Some((n, unit))) => Some(DeploymentRetry::Backoff {
-                base_ms: n.saturating_mul(unit).min(MAX_RETRY_MS),
+                base_ms: n.parse::<u64>().map_or(MAX_RETRY_MS, |n| n.saturating_mul(unit).min(MAX_RETRY_MS)),
             }),
             _ => None,
         };
@@ -1042,5 +1051,38 @@ fn regression_deep_templates_are_nested_too_deeply() {
                 "{message}"
             );
         }
+    }
+}
+
+/// Found by the `annotations` fuzz target: `deployment-retry: 2 M ` was read
+/// as two minutes (the number was trimmed again after the unit came off, and
+/// `u64::from_str` takes a leading `+`), though the value is documented as
+/// `Ns` or `Nm`. Now only decimal digits make the number; one past u64 is
+/// capped like any other long delay.
+#[test]
+fn regression_fuzz_deployment_retry_whole_numbers_only() {
+    let retry =
+        |value: &str| deployment_retry(&[(DEPLOYMENT_RETRY.to_string(), value.to_string())].into());
+    for bad in ["2 M ", "2 m", "+5s", "5\ts", "-1s", "0x10s", "٣s", "00s"] {
+        let read = retry(bad);
+        assert_eq!(
+            read.value,
+            DeploymentRetry::Backoff {
+                base_ms: DEFAULT_RETRY_BASE_MS
+            },
+            "{bad:?}"
+        );
+        let warning = read.warning.expect(bad);
+        assert!(warning.contains(DEPLOYMENT_RETRY), "{warning}");
+    }
+    for (good, base_ms) in [
+        (" 2M ", 120_000),
+        ("05s", 5_000),
+        ("99999999999999999999999s", MAX_RETRY_MS),
+        ("18446744073709551615m", MAX_RETRY_MS),
+    ] {
+        let read = retry(good);
+        assert_eq!(read.warning, None, "{good:?}");
+        assert_eq!(read.value, DeploymentRetry::Backoff { base_ms }, "{good:?}");
     }
 }

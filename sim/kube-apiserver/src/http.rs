@@ -17,6 +17,7 @@ use crate::error::ApiError;
 use crate::faults::FaultsHandle;
 use crate::kinds::{self, Kind};
 use crate::paging::{ContinueToken, ListScope};
+use crate::patch::PatchType;
 use crate::selectors::{Filter, Selector};
 use crate::store::{ChangeType, Key, Propagation, Store};
 use crate::table::{self, IncludeObject};
@@ -131,14 +132,20 @@ async fn body_json(request: Request) -> Result<(HeaderMap, Value), ApiError> {
             ),
         ));
     }
-    let value = if content_type.contains("yaml") {
-        serde_yaml::from_slice::<Value>(&bytes)
-            .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
-    } else {
-        serde_json::from_slice::<Value>(&bytes)
-            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?
-    };
+    let value = decode_body(content_type, &bytes)?;
     Ok((headers, value))
+}
+
+/// A request body as a JSON value: YAML if the content type says so,
+/// otherwise JSON.
+pub fn decode_body(content_type: &str, bytes: &[u8]) -> Result<Value, ApiError> {
+    if content_type.contains("yaml") {
+        serde_yaml::from_slice::<Value>(bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))
+    } else {
+        serde_json::from_slice::<Value>(bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))
+    }
 }
 
 /// What a resource path names.
@@ -784,37 +791,12 @@ fn patch(
     };
     // Patches apply to the object in the shape the client addressed.
     let mut document = served(&target.kind, &current);
-    match media.as_str() {
-        "application/json-patch+json" => {
-            let operations: json_patch::Patch = serde_json::from_value(body)
-                .map_err(|e| ApiError::bad_request(format!("the JSON patch is not valid: {e}")))?;
-            // `patch_unsafe`: on an error `document`, a copy, is dropped,
-            // so nothing needs undoing. `patch` undoes the applied operations
-            // instead, and panics where it cannot (a value moved over its
-            // parent, then a failing operation), with the store locked.
-            json_patch::patch_unsafe(&mut document, &operations).map_err(|e| {
-                ApiError::new(
-                    422,
-                    "Invalid",
-                    format!("the JSON patch could not be applied: {e}"),
-                )
-            })?;
-        }
-        "application/strategic-merge-patch+json" => {
-            if !body.is_object() {
-                return Err(ApiError::bad_request(
-                    "a strategic merge patch must be a JSON object",
-                ));
-            }
-            crate::patch::strategic_merge(&mut document, &body).map_err(ApiError::bad_request)?;
-        }
-        _ => {
-            if !body.is_object() {
-                return Err(ApiError::bad_request("a merge patch must be a JSON object"));
-            }
-            json_patch::merge(&mut document, &body);
-        }
-    }
+    let patch_type = match media.as_str() {
+        "application/json-patch+json" => PatchType::Json,
+        "application/strategic-merge-patch+json" => PatchType::StrategicMerge,
+        _ => PatchType::Merge,
+    };
+    crate::patch::apply(patch_type, &mut document, body)?;
     let warnings = check_fields(target, &document, query)?;
     if dry_run(query) {
         return ok(&document);

@@ -21,6 +21,17 @@ mod selectors;
 mod store;
 mod table;
 
+/// The parsers behind list and PATCH requests (selectors, patch bodies and
+/// request bodies), public only for the fuzz targets in `fuzz/`; not a
+/// stable interface.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::error::ApiError;
+    pub use crate::http::decode_body;
+    pub use crate::patch::{PatchType, apply, strategic_merge};
+    pub use crate::selectors::{Filter, Selector, fields_of};
+}
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -7,6 +7,58 @@
 
 use serde_json::{Map, Value};
 
+use crate::error::ApiError;
+
+/// The patch types a PATCH request may send (server-side apply is applied as
+/// a merge patch; see docs/apiserver.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+    /// `application/merge-patch+json` (RFC 7386), and apply patches.
+    Merge,
+    /// `application/strategic-merge-patch+json` (built-in kinds only).
+    StrategicMerge,
+}
+
+/// Apply a PATCH request's body to `document`, the object in the shape the
+/// client addressed. On an error `document` may be half patched: callers
+/// patch a copy and drop it.
+pub fn apply(patch_type: PatchType, document: &mut Value, body: Value) -> Result<(), ApiError> {
+    match patch_type {
+        PatchType::Json => {
+            let operations: json_patch::Patch = serde_json::from_value(body)
+                .map_err(|e| ApiError::bad_request(format!("the JSON patch is not valid: {e}")))?;
+            // `patch_unsafe`: on an error `document`, a copy, is dropped,
+            // so nothing needs undoing. `patch` undoes the applied operations
+            // instead, and panics where it cannot (a value moved over its
+            // parent, then a failing operation), with the store locked.
+            json_patch::patch_unsafe(document, &operations).map_err(|e| {
+                ApiError::new(
+                    422,
+                    "Invalid",
+                    format!("the JSON patch could not be applied: {e}"),
+                )
+            })
+        }
+        PatchType::StrategicMerge => {
+            if !body.is_object() {
+                return Err(ApiError::bad_request(
+                    "a strategic merge patch must be a JSON object",
+                ));
+            }
+            strategic_merge(document, &body).map_err(ApiError::bad_request)
+        }
+        PatchType::Merge => {
+            if !body.is_object() {
+                return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+            }
+            json_patch::merge(document, &body);
+            Ok(())
+        }
+    }
+}
+
 /// How a list field is patched.
 enum ListStrategy {
     Replace,

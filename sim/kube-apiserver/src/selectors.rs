@@ -40,6 +40,28 @@ fn split_top(text: &str) -> Vec<String> {
         current.push(c);
     }
     parts.push(current);
+    trimmed(parts)
+}
+
+/// Split a field selector on commas not escaped with `\`, as the real
+/// server does (`fields.ParseSelector`: values may hold `\,`).
+fn split_fields(text: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut escaped = false;
+    for c in text.chars() {
+        if c == ',' && !escaped {
+            parts.push(std::mem::take(&mut current));
+            continue;
+        }
+        escaped = c == '\\' && !escaped;
+        current.push(c);
+    }
+    parts.push(current);
+    trimmed(parts)
+}
+
+fn trimmed(parts: Vec<String>) -> Vec<String> {
     parts
         .into_iter()
         .map(|p| p.trim().to_string())
@@ -47,13 +69,104 @@ fn split_top(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// A label name, or the name part of a label key: at most 63 characters,
+/// alphanumerics, `-`, `_` and `.`, starting and ending alphanumeric.
+fn is_label_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (1..=63).contains(&bytes.len())
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// A label key: a name, with an optional DNS subdomain prefix and `/`.
+fn is_label_key(key: &str) -> bool {
+    match key.split_once('/') {
+        None => is_label_name(key),
+        Some((prefix, name)) => {
+            is_label_name(name)
+                && prefix.len() <= 253
+                && prefix.split('.').all(|label| {
+                    let bytes = label.as_bytes();
+                    !bytes.is_empty()
+                        && bytes[0].is_ascii_alphanumeric()
+                        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+                        && bytes
+                            .iter()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+                })
+        }
+    }
+}
+
+/// A label value: empty, or a label name.
+fn is_label_value(value: &str) -> bool {
+    value.is_empty() || is_label_name(value)
+}
+
+/// A field selector key: a field path.
+fn is_field_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+}
+
+/// `text` with `\`, `,` and `=` escaped, as a field selector value is
+/// written.
+fn escape_field_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '\\' | ',' | '=') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A field selector value as written, unescaped; `None` for an unescaped
+/// `=` or `,` or an unknown escape (the real server refuses both).
+fn unescape_field_value(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next()? {
+                c @ ('\\' | ',' | '=') => out.push(c),
+                _ => return None,
+            },
+            ',' | '=' => return None,
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
 impl Selector {
+    /// Parse a label selector (`what` is `label`) or a field selector (any
+    /// other `what`). Keys and values follow the real server's rules (label
+    /// keys and values as Kubernetes defines them; field values with `\`
+    /// escapes), so that every requirement has exactly one reading and
+    /// [`Selector::canonical`] says the same selector again.
     pub fn parse(text: &str, what: &str) -> Result<Self, ApiError> {
-        let bad = |part: &str| {
-            ApiError::bad_request(format!(
-                "unable to parse requirement: invalid {what} selector {part:?}"
-            ))
-        };
+        if what == "label" {
+            Self::parse_labels(text)
+        } else {
+            Self::parse_fields(text, what)
+        }
+    }
+
+    fn bad(what: &str, part: &str) -> ApiError {
+        ApiError::bad_request(format!(
+            "unable to parse requirement: invalid {what} selector {part:?}"
+        ))
+    }
+
+    fn parse_labels(text: &str) -> Result<Self, ApiError> {
+        let bad = |part: &str| Self::bad("label", part);
         let mut requirements = Vec::new();
         for part in split_top(text) {
             let set = |rest: &str| -> Option<Vec<String>> {
@@ -78,14 +191,78 @@ impl Selector {
                 Requirement::In(key.trim().into(), set(rest).ok_or_else(|| bad(&part))?)
             } else if let Some(key) = part.strip_prefix('!') {
                 Requirement::NotExists(key.trim().into())
-            } else if part
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-            {
-                Requirement::Exists(part.clone())
             } else {
-                return Err(bad(&part));
+                Requirement::Exists(part.clone())
             };
+            let (key, values): (&String, &[String]) = match &requirement {
+                Requirement::Equals(key, value) | Requirement::NotEquals(key, value) => {
+                    (key, std::slice::from_ref(value))
+                }
+                Requirement::In(key, values) | Requirement::NotIn(key, values) => (key, values),
+                Requirement::Exists(key) | Requirement::NotExists(key) => (key, &[]),
+            };
+            if !is_label_key(key) {
+                return Err(ApiError::bad_request(format!(
+                    "unable to parse requirement: invalid label key {key:?}: a valid label key is a name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric, with an optional DNS subdomain prefix and '/'"
+                )));
+            }
+            if let Some(value) = values.iter().find(|value| !is_label_value(value)) {
+                return Err(ApiError::bad_request(format!(
+                    "unable to parse requirement: invalid label value {value:?}: a valid label value is empty or at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+                )));
+            }
+            requirements.push(requirement);
+        }
+        Ok(Self { requirements })
+    }
+
+    fn parse_fields(text: &str, what: &str) -> Result<Self, ApiError> {
+        let mut requirements = Vec::new();
+        for part in split_fields(text) {
+            // The first operator from the left, as the real server splits
+            // (`a=b!=c` is `a` equal to `b!=c`, which it then refuses for
+            // the unescaped `=`).
+            let operator = part.char_indices().find_map(|(at, _)| {
+                let rest = &part[at..];
+                ["!=", "==", "="]
+                    .into_iter()
+                    .find(|op| rest.starts_with(op))
+                    .map(|op| (at, op))
+            });
+            let requirement = match operator {
+                Some((at, op)) => {
+                    let key = part[..at].trim().to_string();
+                    let value = unescape_field_value(part[at + op.len()..].trim())
+                        .ok_or_else(|| Self::bad(what, &part))?;
+                    if op == "!=" {
+                        Requirement::NotEquals(key, value)
+                    } else {
+                        Requirement::Equals(key, value)
+                    }
+                }
+                // Set-based requirements parse, for `check_fields` to
+                // refuse by name.
+                None => match part.split_once(' ') {
+                    Some((key, _)) if part.contains(" in ") || part.contains(" notin ") => {
+                        Requirement::In(key.trim().into(), Vec::new())
+                    }
+                    _ => match part.strip_prefix('!') {
+                        Some(key) => Requirement::NotExists(key.trim().into()),
+                        None => Requirement::Exists(part.clone()),
+                    },
+                },
+            };
+            let key = match &requirement {
+                Requirement::Equals(key, _)
+                | Requirement::NotEquals(key, _)
+                | Requirement::In(key, _)
+                | Requirement::NotIn(key, _)
+                | Requirement::Exists(key)
+                | Requirement::NotExists(key) => key,
+            };
+            if !is_field_key(key) {
+                return Err(Self::bad(what, &part));
+            }
             requirements.push(requirement);
         }
         Ok(Self { requirements })
@@ -105,12 +282,15 @@ impl Selector {
             values.dedup();
             values.join(",")
         };
+        // Label values hold none of `\\`, `,` and `=`; field values are
+        // written escaped.
+        let value = |value: &str| escape_field_value(value);
         let mut parts: Vec<String> = self
             .requirements
             .iter()
             .map(|requirement| match requirement {
-                Requirement::Equals(key, value) => format!("{key}={value}"),
-                Requirement::NotEquals(key, value) => format!("{key}!={value}"),
+                Requirement::Equals(key, v) => format!("{key}={}", value(v)),
+                Requirement::NotEquals(key, v) => format!("{key}!={}", value(v)),
                 Requirement::In(key, values) => format!("{key} in ({})", set(values)),
                 Requirement::NotIn(key, values) => format!("{key} notin ({})", set(values)),
                 Requirement::Exists(key) => key.clone(),

@@ -907,3 +907,63 @@ fn regression_openapi_of_a_schema_whose_properties_is_not_an_object() {
         "its OpenAPI document",
     );
 }
+
+/// Found by the `selectors` fuzz target (input kept in
+/// `fuzz/regressions/selectors/`): a selector could have two readings.
+/// `a==b==c` was read as `a` equal to `b==c`, and its canonical form (which
+/// binds continue tokens to their list) as `a=b` equal to `c`, so two
+/// different lists shared one canonical form. Label keys and values now
+/// follow the Kubernetes rules, and field selectors split at the first
+/// operator and refuse an unescaped `=` in a value, as the real server does
+/// (`\,`, `\=` and `\\` escape them).
+#[test]
+fn regression_fuzz_selectors_with_two_readings() {
+    use radwasm_sim_apiserver::fuzzing::Selector;
+
+    let found = "metadata.nstat\u{fffd}s.am==status.sppappsease==statstua";
+    for (text, what) in [
+        (found, "label"),
+        (found, "field"),
+        ("app==web==x", "label"),
+        ("metadata.name==a==b", "field"),
+        ("metadata.name=a!=b", "field"),
+        ("x! = z", "label"),
+        ("x! = z", "field"),
+        ("app=web server", "label"),
+        ("Example.com/app=web", "label"),
+        ("metadata.name=a\\b", "field"),
+    ] {
+        let error = Selector::parse(text, what).expect_err(text);
+        assert_eq!(error.code, 400, "{text}: {error:?}");
+    }
+    let object =
+        json!({"metadata": {"name": "a,b=c\\", "labels": {"example.com/team": "a-b_c.d"}}});
+    for (text, what) in [
+        ("metadata.name=a\\,b\\=c\\\\", "field"),
+        ("example.com/team==a-b_c.d,!x", "label"),
+        ("example.com/team in (a-b_c.d, e)", "label"),
+    ] {
+        let selector = Selector::parse(text, what).expect(text);
+        let again = Selector::parse(&selector.canonical(), what).expect("canonical");
+        assert_eq!(again.canonical(), selector.canonical());
+        let selects = |s: &Selector| match what {
+            "field" => s.matches_fields(&object),
+            _ => s.matches_labels(&object),
+        };
+        assert!(selects(&selector) && selects(&again), "{text}");
+    }
+    for (parameter, text) in [
+        ("labelSelector", "app==web==x"),
+        ("fieldSelector", "metadata.name==a==b"),
+    ] {
+        let path = format!(
+            "/api/v1/namespaces/default/configmaps?{parameter}={}&limit=1",
+            encode(text)
+        );
+        let answer = call("GET", &path, "application/json", &Value::Null);
+        assert!(
+            matches!(answer, Ok(Answer::Refused(400, _))),
+            "{path}: {answer:?}"
+        );
+    }
+}
