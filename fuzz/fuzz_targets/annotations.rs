@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use libfuzzer_sys::fuzz_target;
 use radwasm_fuzz::split_nul;
 use radwasm_policy_core::annotations::{
-    DEFAULT_RETRY_BASE_MS, DeploymentRetry, DriftMode, MAX_RETRY_MS, ReconcileMode,
-    deployment_retry, depends_on, drift, hold, is_held, reconcile_mode,
+    DEFAULT_RETRY_BASE_MS, DeploymentRetry, DriftMode, MAX_RETRY_MS, ReconcileMode, depends_on,
+    deployment_retry, drift, hold, is_held, reconcile_mode,
 };
 use radwasm_policy_model::annotations::{
     DEPENDS_ON, DEPLOYMENT_RETRY, DRIFT, HOLD, RECONCILE_POLICY,
@@ -30,7 +30,11 @@ fn normalized(value: Option<&str>) -> String {
 
 fn check_warning(name: &str, warning: &str) {
     assert!(warning.contains(name), "{warning}");
-    assert!(warning.len() <= MAX_WARNING_BYTES, "a {}-byte warning", warning.len());
+    assert!(
+        warning.len() <= MAX_WARNING_BYTES,
+        "a {}-byte warning",
+        warning.len()
+    );
 }
 
 /// `deployment-retry` as documented: `never`, or a whole number (decimal
@@ -57,9 +61,9 @@ fn reference_retry(value: &str) -> Option<DeploymentRetry> {
     if digits.bytes().all(|b| b == b'0') {
         return None;
     }
-    let base_ms = digits
-        .parse::<u64>()
-        .map_or(MAX_RETRY_MS, |n| n.saturating_mul(unit_ms).min(MAX_RETRY_MS));
+    let base_ms = digits.parse::<u64>().map_or(MAX_RETRY_MS, |n| {
+        n.saturating_mul(unit_ms).min(MAX_RETRY_MS)
+    });
     Some(DeploymentRetry::Backoff { base_ms })
 }
 
@@ -118,8 +122,13 @@ fuzz_target!(|data: &[u8]| {
 
     // deployment-retry.
     let retry = deployment_retry(&annotations);
-    match (reference_retry(&normalized(value(DEPLOYMENT_RETRY))), &retry.warning) {
-        (Some(expected), None) => assert_eq!(retry.value, expected, "{:?}", value(DEPLOYMENT_RETRY)),
+    match (
+        reference_retry(&normalized(value(DEPLOYMENT_RETRY))),
+        &retry.warning,
+    ) {
+        (Some(expected), None) => {
+            assert_eq!(retry.value, expected, "{:?}", value(DEPLOYMENT_RETRY))
+        }
         (None, Some(warning)) => {
             assert_eq!(
                 retry.value,
@@ -144,8 +153,14 @@ fuzz_target!(|data: &[u8]| {
     // drift: redeploy or report.
     let mode = drift(&annotations);
     match normalized(value(DRIFT)).as_str() {
-        "" | "redeploy" => assert_eq!((mode.value, mode.warning.is_none()), (DriftMode::Redeploy, true)),
-        "report" => assert_eq!((mode.value, mode.warning.is_none()), (DriftMode::Report, true)),
+        "" | "redeploy" => assert_eq!(
+            (mode.value, mode.warning.is_none()),
+            (DriftMode::Redeploy, true)
+        ),
+        "report" => assert_eq!(
+            (mode.value, mode.warning.is_none()),
+            (DriftMode::Report, true)
+        ),
         _ => {
             assert_eq!(mode.value, DriftMode::Redeploy);
             check_warning(DRIFT, mode.warning.as_deref().expect("a warning"));

@@ -63,7 +63,9 @@ fn check(evaluation: &Evaluation) {
             "{id}"
         );
         assert!(
-            !outputs[..n].iter().any(|other| other.eq_ignore_ascii_case(id)),
+            !outputs[..n]
+                .iter()
+                .any(|other| other.eq_ignore_ascii_case(id)),
             "{id} twice"
         );
     }

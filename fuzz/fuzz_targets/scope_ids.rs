@@ -59,7 +59,9 @@ fn check_scope(text: &str) {
             assert_eq!(error.text, text);
             assert!(!error.to_string().is_empty());
         }
-        (parsed, expected) => panic!("{text:?}: parse {parsed:?} but the grammar says {expected:?}"),
+        (parsed, expected) => {
+            panic!("{text:?}: parse {parsed:?} but the grammar says {expected:?}")
+        }
     }
 }
 
@@ -68,20 +70,31 @@ fn check_id(id: &str) {
         return;
     };
     assert!(id.starts_with(&parsed.scope), "{id:?}: {parsed:?}");
-    assert!(id.ends_with(&format!("/{}", parsed.name)), "{id:?}: {parsed:?}");
+    assert!(
+        id.ends_with(&format!("/{}", parsed.name)),
+        "{id:?}: {parsed:?}"
+    );
     assert!(scope_contains(&parsed.scope, id), "{id:?}: {parsed:?}");
     let mut types = parsed.resource_type.split('/');
     assert!(types.next().is_some_and(|ns| ns.contains('.')));
     assert!(types.next().is_some(), "{id:?}: {parsed:?}");
     // Every segment stays one URL path segment.
     for segment in id[1..].split('/') {
-        assert!(is_plain_segment(segment) && plain(segment), "{id:?}: {segment:?}");
+        assert!(
+            is_plain_segment(segment) && plain(segment),
+            "{id:?}: {segment:?}"
+        );
     }
     // The provider segment follows the scope's type/name pairs.
     let scope_segments = parsed.scope[1..].split('/').count();
-    assert!(scope_segments >= 3 && scope_segments % 2 == 1, "{id:?}: {parsed:?}");
     assert!(
-        id[parsed.scope.len()..].to_ascii_lowercase().starts_with("/providers/"),
+        scope_segments >= 3 && scope_segments % 2 == 1,
+        "{id:?}: {parsed:?}"
+    );
+    assert!(
+        id[parsed.scope.len()..]
+            .to_ascii_lowercase()
+            .starts_with("/providers/"),
         "{id:?}: {parsed:?}"
     );
 }
@@ -132,5 +145,8 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let named = serde_json::json!({"radius": {"value": {"scope": scope}}}).to_string();
-    assert_eq!(deployment_scope(&named).is_ok(), Scope::parse(&scope).is_ok());
+    assert_eq!(
+        deployment_scope(&named).is_ok(),
+        Scope::parse(&scope).is_ok()
+    );
 });

@@ -59,9 +59,15 @@ fn check(text: &str, what: &str, objects: &[Value], fields: bool) -> Option<Sele
     assert_eq!(selector.is_empty(), again.is_empty(), "{text:?}");
     for object in objects {
         let (one, other) = if fields {
-            (selector.matches_fields(object), again.matches_fields(object))
+            (
+                selector.matches_fields(object),
+                again.matches_fields(object),
+            )
         } else {
-            (selector.matches_labels(object), again.matches_labels(object))
+            (
+                selector.matches_labels(object),
+                again.matches_labels(object),
+            )
         };
         assert_eq!(
             one, other,

@@ -295,7 +295,9 @@ fn radius_id(u: &mut Unstructured<'_>) -> Result<String> {
         ),
         _ => {
             let name: String = huge(u)?.chars().filter(|c| c.is_alphanumeric()).collect();
-            Ok(format!("{DEFAULT}/providers/Applications.Core/containers/c{name}"))
+            Ok(format!(
+                "{DEFAULT}/providers/Applications.Core/containers/c{name}"
+            ))
         }
     }
 }

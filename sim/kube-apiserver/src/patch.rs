@@ -29,17 +29,7 @@ pub fn apply(patch_type: PatchType, document: &mut Value, body: Value) -> Result
         PatchType::Json => {
             let operations: json_patch::Patch = serde_json::from_value(body)
                 .map_err(|e| ApiError::bad_request(format!("the JSON patch is not valid: {e}")))?;
-            // `patch_unsafe`: on an error `document`, a copy, is dropped,
-            // so nothing needs undoing. `patch` undoes the applied operations
-            // instead, and panics where it cannot (a value moved over its
-            // parent, then a failing operation), with the store locked.
-            json_patch::patch_unsafe(document, &operations).map_err(|e| {
-                ApiError::new(
-                    422,
-                    "Invalid",
-                    format!("the JSON patch could not be applied: {e}"),
-                )
-            })
+            json_patch(document, &operations)
         }
         PatchType::StrategicMerge => {
             if !body.is_object() {
@@ -74,6 +64,79 @@ fn list_strategy(path: &str) -> ListStrategy {
         "metadata.ownerReferences" => ListStrategy::MergeBy("uid"),
         _ => ListStrategy::Replace,
     }
+}
+
+/// Most operations in one JSON patch, as on the real server
+/// (`maxJSONPatchOperations`).
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// Most bytes the `copy` operations of one JSON patch may add, as on the
+/// real server (`--json-patch-max-copy-bytes`, 3 MiB by default). Without a
+/// bound, a patch of forty `copy`s of a list into itself asks for 2^40
+/// elements and the process runs out of memory.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 << 20;
+
+/// Apply a JSON patch (RFC 6902) within the real server's limits.
+fn json_patch(document: &mut Value, operations: &json_patch::Patch) -> Result<(), ApiError> {
+    if operations.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!(
+                "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
+                operations.len()
+            ),
+        ));
+    }
+    let mut copied = 0usize;
+    for (at, operation) in operations.iter().enumerate() {
+        if let json_patch::PatchOperation::Copy(copy) = operation {
+            copied = copied.saturating_add(
+                document
+                    .pointer(copy.from.as_str())
+                    .map_or(0, serialized_size),
+            );
+            if copied > MAX_JSON_PATCH_COPY_BYTES {
+                return Err(ApiError::new(
+                    422,
+                    "Invalid",
+                    format!(
+                        "the JSON patch could not be applied: operation '/{at}': the copies would add more than {MAX_JSON_PATCH_COPY_BYTES} bytes"
+                    ),
+                ));
+            }
+        }
+        // `patch_unsafe`: on an error `document`, a copy, is dropped, so
+        // nothing needs undoing. `patch` undoes the applied operations
+        // instead, and panics where it cannot (a value moved over its
+        // parent, then a failing operation), with the store locked.
+        json_patch::patch_unsafe(document, std::slice::from_ref(operation)).map_err(|mut e| {
+            e.operation = at;
+            ApiError::new(
+                422,
+                "Invalid",
+                format!("the JSON patch could not be applied: {e}"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Length of `value` as compact JSON, counted without building the text.
+fn serialized_size(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// Apply a strategic merge patch to `document`.

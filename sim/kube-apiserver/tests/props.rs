@@ -967,3 +967,53 @@ fn regression_fuzz_selectors_with_two_readings() {
         );
     }
 }
+
+/// Reading, while writing the `patch_bodies` fuzz target (which reproduces
+/// it: input kept in `fuzz/regressions/patch_bodies/`): a JSON patch of forty
+/// `copy`s of a list into itself, 1.4 kB, asks for 2^40 elements, and the
+/// server ran out of memory. The copies of one patch may now add at most
+/// 3 MiB and a patch may hold at most 10,000 operations, the real server's
+/// limits.
+#[test]
+fn regression_fuzz_json_patch_copies_are_bounded() {
+    let created = create_doc("default", &json!({"a": [1]})).expect("create");
+    let path = doc_path("default", &created);
+    let copies = vec![json!({"op": "copy", "from": "/spec/a", "path": "/spec/a/-"}); 40];
+    let answer = call(
+        "PATCH",
+        &path,
+        "application/json-patch+json",
+        &json!(copies),
+    );
+    assert!(
+        matches!(&answer, Ok(Answer::Refused(422, message)) if message.contains("copies")),
+        "{answer:?}"
+    );
+    // A few copies are fine.
+    let few = vec![json!({"op": "copy", "from": "/spec/a", "path": "/spec/a/-"}); 3];
+    let patched = must(
+        call("PATCH", &path, "application/json-patch+json", &json!(few)),
+        "three copies",
+    );
+    assert_eq!(
+        patched["spec"]["a"],
+        json!([1, [1], [1, [1]], [1, [1], [1, [1]]]])
+    );
+    let many = vec![json!({"op": "test", "path": "/spec/a/0", "value": 1}); 10_001];
+    let answer = call("PATCH", &path, "application/json-patch+json", &json!(many));
+    assert!(matches!(answer, Ok(Answer::Refused(413, _))), "{answer:?}");
+    // The index in an error is the failing operation's.
+    let failing = json!([
+        {"op": "test", "path": "/spec/a/0", "value": 1},
+        {"op": "remove", "path": "/spec/missing"}
+    ]);
+    let answer = call("PATCH", &path, "application/json-patch+json", &failing);
+    assert!(
+        matches!(&answer, Ok(Answer::Refused(422, message)) if message.contains("operation '/1'")),
+        "{answer:?}"
+    );
+    must(
+        call("GET", &path, "application/json", &Value::Null),
+        "a GET after them",
+    );
+}

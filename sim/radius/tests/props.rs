@@ -859,3 +859,57 @@ fn regression_huge_widths_and_results_are_an_error() {
         json!({"variables": doubling, "outputs": {"o": {"value": "[length(variables('v39'))]"}}});
     assert!(run(&template, &json!({})).is_err(), "2^39 kB by doubling");
 }
+
+/// Reading, while writing the `arm_templates` fuzz target (which reproduces
+/// them: inputs kept in `fuzz/regressions/arm_templates/`): strings were
+/// bounded one by one, arrays and objects not at all. Forty variables each
+/// `concat` of the one before twice, or copy loops of 800 elements nested
+/// five deep, asked for 2^40 values from a template of 2 kB, and the
+/// simulator ran out of memory (an abort of the whole process). An
+/// evaluation may now produce at most 64 MiB of values, counted over every
+/// expression, copy loop element and resource body.
+#[test]
+fn regression_fuzz_arrays_and_copy_loops_are_bounded() {
+    let mut doubling = Map::new();
+    doubling.insert("v0".into(), json!([1]));
+    for n in 1..=40 {
+        doubling.insert(
+            format!("v{n}"),
+            json!(format!(
+                "[concat(variables('v{m}'), variables('v{m}'))]",
+                m = n - 1
+            )),
+        );
+    }
+    let template = json!({"variables": doubling, "resources": {}, "outputs": {"o": {"type": "int", "value": "[length(variables('v40'))]"}}});
+    let error = run(&template, &json!({})).expect_err("2^40 elements");
+    assert!(error.message.contains("MiB of values"), "{}", error.message);
+
+    let mut nested = Map::new();
+    nested.insert("v0".into(), json!("[range(0, 800)]"));
+    for n in 1..=5 {
+        nested.insert(
+            format!("v{n}"),
+            json!({"copy": [{"name": "x", "count": 800, "input": format!("[variables('v{}')]", n - 1)}]}),
+        );
+    }
+    let template = json!({"variables": nested, "resources": {}, "outputs": {"o": {"type": "int", "value": "[length(variables('v5').x)]"}}});
+    let error = run(&template, &json!({})).expect_err("800^5 elements");
+    assert!(error.message.contains("MiB of values"), "{}", error.message);
+
+    // What a real template does is far below the bound: 800 resources of a
+    // copy loop, each with an 800-element property from a nested loop.
+    let template = json!({"languageVersion": "2.0", "resources": {"c": {
+        "import": "Radius", "type": "Applications.Core/containers@2023-10-01-preview",
+        "copy": {"name": "l", "count": 800},
+        "properties": {"name": "[format('c{0}', copyIndex())]", "properties": {
+            "copy": [{"name": "ports", "count": 800, "input": "[copyIndex('ports')]"}]
+        }}
+    }}});
+    let evaluation = run(&template, &json!({})).expect("800 x 800");
+    assert_eq!(evaluation.resources.len(), 800);
+    assert_eq!(
+        evaluation.resources[799].properties()["ports"][799],
+        json!(799)
+    );
+}

@@ -127,6 +127,9 @@ pub(super) struct Evaluator<'a> {
     /// Active [`Evaluator::eval_value`] and [`Evaluator::eval_expr`] calls,
     /// at most [`MAX_NESTING`].
     nesting: usize,
+    /// Weight ([`weight`]) of the values this evaluation and the modules in
+    /// it have produced so far, at most [`MAX_PRODUCED`].
+    produced: usize,
 }
 
 /// Deepest recursion of one evaluation, counted in nested values and
@@ -134,6 +137,38 @@ pub(super) struct Evaluator<'a> {
 /// references passes through. Fits the stack [`super::evaluate`] runs on
 /// with room to spare, even in a debug build.
 pub(super) const MAX_NESTING: usize = 4096;
+
+/// Most one evaluation (with its modules) may produce, counted by [`weight`]
+/// over every expression's value and every copy loop's element: 64 MiB,
+/// hundreds of times what a real Radius application needs. Strings are
+/// bounded one by one ([`functions::MAX_STRING_BYTES`]), but arrays and
+/// objects were not: forty variables each `concat` of the one before twice,
+/// or copy loops of 800 elements nested five deep, asked for 2^40 values and
+/// ran the whole process out of memory.
+pub(super) const MAX_PRODUCED: usize = 64 << 20;
+
+/// The cost of a value: 16 per JSON value (a number, each element, each
+/// member) plus the bytes of its strings and member names; about its size
+/// as JSON text, and proportional to the work and memory it took.
+fn weight(value: &Value) -> usize {
+    let mut total = 0usize;
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        total = total.saturating_add(16);
+        match value {
+            Value::String(text) => total = total.saturating_add(text.len()),
+            Value::Array(items) => pending.extend(items),
+            Value::Object(map) => {
+                for (key, item) in map {
+                    total = total.saturating_add(key.len());
+                    pending.push(item);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
+}
 
 fn object<'v>(value: &'v Value, what: &str) -> Result<&'v Map<String, Value>, ArmError> {
     value
@@ -150,12 +185,17 @@ fn template_type(declaration: &Map<String, Value>) -> Option<String> {
 
 impl<'a> Evaluator<'a> {
     pub(super) fn run(request: &EvaluationRequest<'a>) -> Result<Evaluation, ArmError> {
-        Self::run_nested(request, 0)
+        Self::run_nested(request, 0, &mut 0)
     }
 
     /// [`Evaluator::run`] for a template `nesting` levels deep into another
-    /// evaluation (a module), so the bound on recursion covers both.
-    fn run_nested(request: &EvaluationRequest<'a>, nesting: usize) -> Result<Evaluation, ArmError> {
+    /// evaluation (a module) that has `produced` so far, so the bounds on
+    /// recursion and on what is produced cover both; `produced` is updated.
+    fn run_nested(
+        request: &EvaluationRequest<'a>,
+        nesting: usize,
+        produced: &mut usize,
+    ) -> Result<Evaluation, ArmError> {
         let template = request.template.as_object().ok_or_else(|| {
             ArmError::invalid_template(format!(
                 "The template must be a JSON object but is {}",
@@ -177,29 +217,36 @@ impl<'a> Evaluator<'a> {
             evaluating: Vec::new(),
             existing: request.existing,
             nesting,
+            produced: *produced,
         };
-        evaluator.declare_parameters(request.parameters)?;
-        evaluator.declare_variables()?;
-        evaluator.declare_functions()?;
-        for index in 0..evaluator.parameters.len() {
-            evaluator.parameter_value(index)?;
+        let evaluation = evaluator.evaluate_all(request.parameters);
+        *produced = evaluator.produced;
+        evaluation
+    }
+
+    fn evaluate_all(&mut self, parameters: &Value) -> Result<Evaluation, ArmError> {
+        self.declare_parameters(parameters)?;
+        self.declare_variables()?;
+        self.declare_functions()?;
+        for index in 0..self.parameters.len() {
+            self.parameter_value(index)?;
         }
-        for index in 0..evaluator.variables.len() {
-            evaluator.variable_value(index)?;
+        for index in 0..self.variables.len() {
+            self.variable_value(index)?;
         }
-        evaluator.declare_resources()?;
-        for index in 0..evaluator.instances.len() {
-            evaluator.identity(index)?;
+        self.declare_resources()?;
+        for index in 0..self.instances.len() {
+            self.identity(index)?;
         }
-        evaluator.check_duplicates()?;
-        for index in 0..evaluator.instances.len() {
-            if evaluator.instances[index].deployed {
-                evaluator.body(index)?;
+        self.check_duplicates()?;
+        for index in 0..self.instances.len() {
+            if self.instances[index].deployed {
+                self.body(index)?;
             }
         }
-        let order = evaluator.order()?;
-        let outputs = evaluator.outputs()?;
-        let (resources, modules) = evaluator.results(&order);
+        let order = self.order()?;
+        let outputs = self.outputs()?;
+        let (resources, modules) = self.results(&order);
         Ok(Evaluation {
             resources,
             outputs,
@@ -819,7 +866,9 @@ impl<'a> Evaluator<'a> {
         self.instances[index].body = Slot::Busy;
         self.evaluating.push(index);
         let copy = self.instances[index].copy.clone();
-        let result = self.with_copy(copy, |this| this.compute_body(index, &identity));
+        let result = self
+            .with_copy(copy, |this| this.compute_body(index, &identity))
+            .and_then(|body| self.produce(body, "a resource body"));
         self.evaluating.pop();
         self.instances[index].body = match &result {
             Ok(body) => Slot::Done(body.clone()),
@@ -969,7 +1018,10 @@ impl<'a> Evaluator<'a> {
             deployment_name: &identity.name,
             existing: Some(&lookup),
         };
-        let nested = Evaluator::run_nested(&request, self.nesting).map_err(|mut error| {
+        let mut produced = self.produced;
+        let nested = Evaluator::run_nested(&request, self.nesting, &mut produced);
+        self.produced = produced;
+        let nested = nested.map_err(|mut error| {
             error.message = format!("In module '{module}': {}", error.message);
             error
         })?;
@@ -1213,7 +1265,8 @@ impl<'a> Evaluator<'a> {
         for index in 0..count as usize {
             let frame = Some(CopyFrame { name: None, index });
             let at = format!("{at}.input[{index}]");
-            items.push(self.with_copy(frame, |this| this.eval_value(input, &at))?);
+            let item = self.with_copy(frame, |this| this.eval_value(input, &at))?;
+            items.push(self.produce(item, &at)?);
         }
         Ok(Value::Array(items))
     }
@@ -1390,7 +1443,7 @@ impl<'a> Evaluator<'a> {
             });
             let item = self.eval_value(input, &format!("{at}[{index}]"));
             self.copy_frames.pop();
-            items.push(item?);
+            items.push(self.produce(item?, at)?);
         }
         Ok(Value::Array(items))
     }
@@ -1411,7 +1464,19 @@ impl<'a> Evaluator<'a> {
         self.nesting += 1;
         let result = self.eval_expr_nested(expr);
         self.nesting -= 1;
-        result
+        self.produce(result?, "an expression")
+    }
+
+    /// Count `value` against [`MAX_PRODUCED`].
+    fn produce(&mut self, value: Value, at: &str) -> Result<Value, ArmError> {
+        self.produced = self.produced.saturating_add(weight(&value));
+        if self.produced > MAX_PRODUCED {
+            return Err(ArmError::invalid_template(format!(
+                "The template's expressions and copy loops produce more than {} MiB of values (at {at})",
+                MAX_PRODUCED >> 20
+            )));
+        }
+        Ok(value)
     }
 
     fn eval_expr_nested(&mut self, expr: &Expr) -> Result<Value, ArmError> {
