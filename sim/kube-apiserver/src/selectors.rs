@@ -16,6 +16,31 @@ enum Requirement {
     NotExists(String),
 }
 
+impl Requirement {
+    /// The label or field the requirement is about.
+    fn key(&self) -> &String {
+        match self {
+            Requirement::Equals(key, _)
+            | Requirement::NotEquals(key, _)
+            | Requirement::In(key, _)
+            | Requirement::NotIn(key, _)
+            | Requirement::Exists(key)
+            | Requirement::NotExists(key) => key,
+        }
+    }
+
+    /// The values it names (none for an existence check).
+    fn values(&self) -> &[String] {
+        match self {
+            Requirement::Equals(_, value) | Requirement::NotEquals(_, value) => {
+                std::slice::from_ref(value)
+            }
+            Requirement::In(_, values) | Requirement::NotIn(_, values) => values,
+            Requirement::Exists(_) | Requirement::NotExists(_) => &[],
+        }
+    }
+}
+
 /// A parsed label or field selector; empty matches everything.
 #[derive(Debug, Clone, Default)]
 pub struct Selector {
@@ -194,13 +219,7 @@ impl Selector {
             } else {
                 Requirement::Exists(part.clone())
             };
-            let (key, values): (&String, &[String]) = match &requirement {
-                Requirement::Equals(key, value) | Requirement::NotEquals(key, value) => {
-                    (key, std::slice::from_ref(value))
-                }
-                Requirement::In(key, values) | Requirement::NotIn(key, values) => (key, values),
-                Requirement::Exists(key) | Requirement::NotExists(key) => (key, &[]),
-            };
+            let (key, values) = (requirement.key(), requirement.values());
             if !is_label_key(key) {
                 return Err(ApiError::bad_request(format!(
                     "unable to parse requirement: invalid label key {key:?}: a valid label key is a name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric, with an optional DNS subdomain prefix and '/'"
@@ -252,15 +271,7 @@ impl Selector {
                     },
                 },
             };
-            let key = match &requirement {
-                Requirement::Equals(key, _)
-                | Requirement::NotEquals(key, _)
-                | Requirement::In(key, _)
-                | Requirement::NotIn(key, _)
-                | Requirement::Exists(key)
-                | Requirement::NotExists(key) => key,
-            };
-            if !is_field_key(key) {
+            if !is_field_key(requirement.key()) {
                 return Err(Self::bad(what, &part));
             }
             requirements.push(requirement);
@@ -284,13 +295,12 @@ impl Selector {
         };
         // Label values hold none of `\\`, `,` and `=`; field values are
         // written escaped.
-        let value = |value: &str| escape_field_value(value);
         let mut parts: Vec<String> = self
             .requirements
             .iter()
             .map(|requirement| match requirement {
-                Requirement::Equals(key, v) => format!("{key}={}", value(v)),
-                Requirement::NotEquals(key, v) => format!("{key}!={}", value(v)),
+                Requirement::Equals(key, v) => format!("{key}={}", escape_field_value(v)),
+                Requirement::NotEquals(key, v) => format!("{key}!={}", escape_field_value(v)),
                 Requirement::In(key, values) => format!("{key} in ({})", set(values)),
                 Requirement::NotIn(key, values) => format!("{key} notin ({})", set(values)),
                 Requirement::Exists(key) => key.clone(),
