@@ -832,6 +832,7 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
         run.apiserver_rss_mib,
         stats.deployment_puts,
     );
+    run.requests.print_per(count);
 
     // Idle: nothing changes. What the controller spends and sends: with
     // drift checks on, one GET per DeploymentResource per interval (the
@@ -905,6 +906,8 @@ struct ScaleRun {
     controller_cpu: f64,
     stand_ins_cpu: f64,
     apiserver_rss_mib: f64,
+    /// What the controller sent from the first create until all was Ready.
+    requests: RequestCounts,
 }
 
 /// One warm-up template, then `options.templates` templates of 3 resources
@@ -927,6 +930,7 @@ async fn scale_run(
     let rss_before = controller.peak_rss_kib().unwrap_or(0);
     let cpu_before = controller.cpu_seconds().unwrap_or(0.0);
     let stand_ins_before = stage.stand_ins_cpu();
+    let requests_before = controller.metrics().await?;
 
     if verbose {
         println!(
@@ -1003,6 +1007,7 @@ async fn scale_run(
     if let Err(error) = waited {
         return Err(error.context(controller.log_tail()));
     }
+    let requests = RequestCounts::between(&requests_before, &controller.metrics().await?);
     Ok(ScaleRun {
         templates_ready,
         resources_ready,
@@ -1011,7 +1016,61 @@ async fn scale_run(
         controller_cpu: cpu.unwrap_or(0.0) - cpu_before,
         stand_ins_cpu: stand_ins,
         apiserver_rss_mib: apiserver_rss,
+        requests,
     })
+}
+
+/// What the controller sent during a run, from its counters: each series of
+/// `radwasm_kube_requests_total` (by verb, resource and code),
+/// `radwasm_radius_requests_total` (by method and code) and
+/// `radwasm_reconciles_total` (by kind), as the increase between two
+/// scrapes.
+struct RequestCounts(Vec<(String, f64)>);
+
+impl RequestCounts {
+    const FAMILIES: [&str; 3] = [
+        "radwasm_kube_requests_total",
+        "radwasm_radius_requests_total",
+        "radwasm_reconciles_total",
+    ];
+
+    fn between(before: &str, after: &str) -> Self {
+        let samples = |text: &str| -> std::collections::BTreeMap<String, f64> {
+            text.lines()
+                .filter(|line| {
+                    Self::FAMILIES
+                        .iter()
+                        .any(|f| line.starts_with(&format!("{f}{{")))
+                })
+                .filter_map(|line| {
+                    let (series, value) = line.rsplit_once(' ')?;
+                    Some((series.to_string(), value.parse().ok()?))
+                })
+                .collect()
+        };
+        let before = samples(before);
+        let increases = samples(after)
+            .into_iter()
+            .map(|(series, value)| {
+                let increase = value - before.get(&series).copied().unwrap_or(0.0);
+                (series, increase)
+            })
+            .filter(|(_, increase)| *increase > 0.0)
+            .collect();
+        Self(increases)
+    }
+
+    /// A table of each series per template.
+    fn print_per(&self, templates: usize) {
+        println!("| requests and reconciles (increase during the run) | total | per template |");
+        println!("| --- | --- | --- |");
+        for (series, increase) in &self.0 {
+            println!(
+                "| `{series}` | {increase:.0} | {:.2} |",
+                increase / templates as f64
+            );
+        }
+    }
 }
 
 /// The controller's and the simulator's counters at one moment (`resync`).

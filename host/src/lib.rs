@@ -8,6 +8,7 @@ pub mod cli;
 pub mod controller;
 pub mod crd;
 pub mod go_text;
+pub mod kube_client;
 pub mod leader;
 pub mod metrics;
 pub mod policy;

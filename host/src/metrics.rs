@@ -92,6 +92,17 @@ pub struct MethodLabels {
     pub method: String,
 }
 
+/// Labels of one Kubernetes API request: its verb (`get`, `list`, `watch`,
+/// `create`, `update`, `patch`, `delete`), its resource with any
+/// subresource (`deploymenttemplates/status`) and the status code (`0` when
+/// no answer came).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KubeRequestLabels {
+    pub verb: &'static str,
+    pub resource: String,
+    pub code: u16,
+}
+
 /// Labels of one drift check: what it found (`found`, `missing`, `error`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DriftLabels {
@@ -114,6 +125,7 @@ pub struct Metrics {
     radius_requests: Family<RadiusLabels, Counter>,
     radius_request_seconds: Family<MethodLabels, Histogram>,
     drift_checks: Family<DriftLabels, Counter>,
+    kube_requests: Family<KubeRequestLabels, Counter>,
     /// Decision records: their counters are registered and their ring is
     /// served on `/debug/decisions` (`with_decision_records`).
     decision_records: Option<Recorder>,
@@ -207,6 +219,12 @@ impl Default for Metrics {
             "Drift checks of DeploymentResources (a GET of the Radius resource), by what they found",
             drift_checks.clone(),
         );
+        let kube_requests = Family::<KubeRequestLabels, Counter>::default();
+        registry.register(
+            "kube_requests",
+            "Kubernetes API requests by verb, resource and status code (a watch counts once, when it starts)",
+            kube_requests.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -221,6 +239,7 @@ impl Default for Metrics {
             radius_requests,
             radius_request_seconds,
             drift_checks,
+            kube_requests,
             decision_records: None,
         }
     }
@@ -334,6 +353,17 @@ impl Metrics {
                 method: method.to_string(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    /// One Kubernetes API request; `code` 0 when no answer came.
+    pub fn count_kube_request(&self, verb: &'static str, resource: String, code: u16) {
+        self.kube_requests
+            .get_or_create(&KubeRequestLabels {
+                verb,
+                resource,
+                code,
+            })
+            .inc();
     }
 
     /// The registry in the Prometheus text format.

@@ -350,6 +350,27 @@ async fn a_policy_naming_its_deployments_differently_survives_a_restart_mid_depl
             "{family} never moved:\n{metrics}"
         );
     }
+    // The Kubernetes requests are counted by what they did: the watches,
+    // the status writes, and the three DeploymentResources created.
+    for (verb, resource, at_least) in [
+        ("watch", "deploymenttemplates", 1.0),
+        ("patch", "deploymenttemplates/status", 1.0),
+        ("create", "deploymentresources", 3.0),
+    ] {
+        let count: f64 = metrics
+            .lines()
+            .filter(|line| {
+                line.starts_with(&format!(
+                    r#"radwasm_kube_requests_total{{verb="{verb}",resource="{resource}",code="2"#
+                ))
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert!(
+            count >= at_least,
+            "{verb} {resource}: {count} answered 2xx, expected at least {at_least}:\n{metrics}"
+        );
+    }
     system.shutdown().await;
 }
 

@@ -182,7 +182,8 @@ impl ControllerHost {
         let policy = PolicySlot::load(engine.clone(), PolicySource::parse(&args.policy))
             .with_context(|| format!("loading policy {}", args.policy))?;
         tracing::info!(policy = %policy.current().display_name(), digest = %policy.current().digest(), "policy loaded");
-        let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+        let client = crate::kube_client::counted_client(config, metrics.clone())
+            .context("building the Kubernetes client")?;
         let radius =
             RadiusClient::new(radius, RetryPolicy::default())?.with_metrics(metrics.clone());
         let policies = Arc::new(PolicyRegistry::new(policy.clone()));
