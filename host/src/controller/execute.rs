@@ -61,10 +61,15 @@ pub async fn template_plan(
     let mut deployments = observation.deployments.clone();
     let mut executed = Executed::default();
     let mut finalizer_removed = false;
+    // The object's version on the server as far as this plan knows: the one
+    // decided on, or the one our finalizer write made.
+    let mut version = object.resource_version();
     for action in actions {
         match action {
             TemplateAction::AddFinalizer => {
-                set_finalizer(ctx, object, TEMPLATE_FINALIZER, true).await?
+                if let Some(written) = set_finalizer(ctx, object, TEMPLATE_FINALIZER, true).await? {
+                    version = Some(written);
+                }
             }
             TemplateAction::RemoveFinalizer => {
                 set_finalizer(ctx, object, TEMPLATE_FINALIZER, false).await?;
@@ -79,7 +84,13 @@ pub async fn template_plan(
                 }
             }
             TemplateAction::StartDeployment(start) => {
-                match start_deployment(ctx, object, observation, start, &mut deployments).await? {
+                let deployment = Deployment {
+                    start,
+                    version: version.as_deref(),
+                    deployments: &mut deployments,
+                    patch: &mut patch,
+                };
+                match start_deployment(ctx, object, observation, deployment).await? {
                     Started::Recorded => {}
                     Started::Refused => executed.mutation_failed = true,
                     Started::CacheBehind => {
@@ -163,7 +174,7 @@ pub async fn resource_plan(
     for action in actions {
         match action {
             ResourceAction::AddFinalizer => {
-                set_finalizer(ctx, object, RESOURCE_FINALIZER, true).await?
+                set_finalizer(ctx, object, RESOURCE_FINALIZER, true).await?;
             }
             ResourceAction::RemoveFinalizer => {
                 set_finalizer(ctx, object, RESOURCE_FINALIZER, false).await?;
@@ -188,17 +199,18 @@ fn api<K: Reconciled>(ctx: &Context, object: &K) -> Api<K> {
 }
 
 /// Add or remove `finalizer`, with the object's resourceVersion as a
-/// precondition so a concurrent change is not overwritten.
+/// precondition so a concurrent change is not overwritten. Returns the
+/// resourceVersion written, if a write was needed.
 pub async fn set_finalizer<K: Reconciled>(
     ctx: &Context,
     object: &K,
     finalizer: &str,
     present: bool,
-) -> Result<(), Error> {
+) -> Result<Option<String>, Error> {
     let mut finalizers: Vec<String> = object.finalizers().to_vec();
     if present {
         if finalizers.iter().any(|f| f == finalizer) {
-            return Ok(());
+            return Ok(None);
         }
         finalizers.push(finalizer.to_string());
     } else {
@@ -208,7 +220,7 @@ pub async fn set_finalizer<K: Reconciled>(
         "finalizers": finalizers,
         "resourceVersion": object.resource_version(),
     }});
-    api(ctx, object)
+    let written = api(ctx, object)
         .patch(
             &object.name_any(),
             &PatchParams::default(),
@@ -220,7 +232,16 @@ pub async fn set_finalizer<K: Reconciled>(
         } else {
             "remove finalizer"
         }))?;
-    Ok(())
+    if present {
+        // Removing our finalizer from an object being deleted lets it go:
+        // nothing is left to wait for, nor to remember.
+        ctx.memory.wrote(
+            &key(object),
+            object.resource_version().as_deref(),
+            written.resource_version(),
+        );
+    }
+    Ok(written.resource_version())
 }
 
 /// Merge-patch the status subresource. If the write moved the object on,
@@ -235,18 +256,52 @@ pub async fn write_status<K: Reconciled>(
     if patch.is_empty() {
         return Ok(());
     }
+    patch_status(ctx, object, key, patch.to_body())
+        .await
+        .map_err(Error::kube("write status"))
+}
+
+/// Like [`write_status`], but only if the object is still at `version` on
+/// the server: `Ok(false)`, and nothing written, if it has moved on.
+async fn write_status_at<K: Reconciled>(
+    ctx: &Context,
+    object: &K,
+    patch: &StatusPatch,
+    version: &str,
+) -> Result<bool, Error> {
+    let mut body = patch.to_body();
+    body["metadata"] = json!({ "resourceVersion": version });
+    match patch_status(ctx, object, &key(object), body).await {
+        Ok(()) => Ok(true),
+        Err(kube::Error::Api(response)) if response.code == 409 => Ok(false),
+        Err(source) => Err(Error::Kube {
+            what: "record the deployment before sending it",
+            source,
+        }),
+    }
+}
+
+/// Send a merge patch of the status subresource. What the write replaced is
+/// remembered: a decision on a cache that does not show it yet waits for
+/// it to arrive.
+async fn patch_status<K: Reconciled>(
+    ctx: &Context,
+    object: &K,
+    key: &str,
+    body: Value,
+) -> Result<(), kube::Error> {
     let written = api(ctx, object)
         .patch_status(
             &object.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(&patch.to_body()),
+            &Patch::Merge(&body),
         )
-        .await
-        .map_err(Error::kube("write status"))?;
-    let before = object.meta().resource_version.clone();
-    if written.meta().resource_version != before {
-        ctx.memory.wrote_over(key, before);
-    }
+        .await?;
+    ctx.memory.wrote(
+        key,
+        object.meta().resource_version.as_deref(),
+        written.resource_version(),
+    );
     Ok(())
 }
 
@@ -318,34 +373,50 @@ async fn ensure_resource_group(
 
 /// How starting a deployment went.
 enum Started {
-    /// Started (or found running) and recorded in status.
+    /// Started (or found running); its operation is in the plan's status
+    /// patch.
     Recorded,
     /// Radius refused it; the refusal is recorded in status.
     Refused,
-    /// The API server already shows a newer operation or deployed hash than
-    /// the decision saw: nothing was sent.
+    /// The object on the API server is newer than the one decided on (the
+    /// watch cache lags, or someone changed it): nothing was sent.
     CacheBehind,
 }
 
-/// PUT the deployment the plan names and record its operation in status.
+/// What a plan's `start-deployment` works with.
+struct Deployment<'a> {
+    start: &'a model::StartDeployment,
+    /// The object's resourceVersion the decision stands on.
+    version: Option<&'a str>,
+    /// The template's deployment records, as this plan leaves them.
+    deployments: &'a mut Vec<String>,
+    /// The plan's status patch, written when the plan ends.
+    patch: &'a mut StatusPatch,
+}
+
+/// PUT the deployment the plan names, and record its operation.
 ///
-/// Before deploying, the template is read again from the API server: the
-/// watch cache can lag our own status write by a reconcile or two under
-/// load, and a deployment is the one effect that must not be repeated, so
-/// this one deliberate read is made even though a cache exists. Then Radius
-/// is asked for a deployment of that name still running (started by us
-/// before a crash or a lost status write, or a token Radius forgot): that
-/// one is followed instead of sending the same deployment again.
+/// A deployment is the one effect that must not be repeated, and the watch
+/// cache can lag our own status writes by a reconcile or two under load. So
+/// the deployment is first recorded in status (written ahead, see below)
+/// with the resourceVersion the decision was taken on as a precondition: if
+/// the object has moved on, nothing is sent and the newer object is decided
+/// on. If the name was already recorded (a PUT that may have reached Radius
+/// before a crash, a lost status write or a token Radius forgot), Radius is
+/// asked for it by name and a running one is followed instead of sent
+/// again.
 async fn start_deployment(
     ctx: &Context,
     object: &DeploymentTemplate,
     observation: &TemplateObservation,
-    start: &model::StartDeployment,
-    deployments: &mut Vec<String>,
+    deployment: Deployment<'_>,
 ) -> Result<Started, Error> {
-    if cache_is_behind(ctx, object).await? {
-        return Ok(Started::CacheBehind);
-    }
+    let Deployment {
+        start,
+        version,
+        deployments,
+        patch,
+    } = deployment;
     let deployment_id = format!(
         "{}/providers/Microsoft.Resources/deployments/{}",
         start.scope, start.deployment_name
@@ -364,27 +435,29 @@ async fn start_deployment(
     // the next decision follows that deployment to its end and adopts its
     // outputs, instead of not knowing it ran (its resources would belong to
     // no record the template keeps).
-    if !deployments
+    let recorded_before = deployments
         .iter()
-        .any(|recorded| recorded.eq_ignore_ascii_case(&deployment_id))
-    {
+        .any(|recorded| recorded.eq_ignore_ascii_case(&deployment_id));
+    if !recorded_before {
         deployments.push(deployment_id.clone());
         let surplus = deployments.len().saturating_sub(MAX_DEPLOYMENT_RECORDS);
         deployments.drain(..surplus);
     }
-    let recorded = |token: &ResumeToken| {
-        let mut patch = StatusPatch::operation_started(
-            ResourceOperation {
-                resume_token: token.encode(),
-                operation_kind: "PUT".to_string(),
-            },
-            Some(token.resource_id.clone()),
-        );
-        patch.deployments = Some(deployments.clone());
-        patch
-    };
-    write_status(ctx, object, &key(object), &recorded(&follow)).await?;
-    if running_in_radius(ctx, &deployment_id).await? {
+    let mut ahead = StatusPatch::default();
+    record_deployment(&mut ahead, &follow, deployments);
+    match version {
+        Some(version) => {
+            if !write_status_at(ctx, object, &ahead, version).await? {
+                return Ok(Started::CacheBehind);
+            }
+        }
+        None => write_status(ctx, object, &key(object), &ahead).await?,
+    }
+    // What the write ahead said stays in the plan's patch until the PUT's
+    // own token replaces it.
+    let decided = patch.clone();
+    record_deployment(patch, &follow, deployments);
+    if recorded_before && running_in_radius(ctx, &deployment_id).await? {
         tracing::info!(deployment = %deployment_id, "deployment already running in Radius; following it");
         return Ok(Started::Recorded);
     }
@@ -412,14 +485,29 @@ async fn start_deployment(
             tracing::info!(error = %error, "Radius refused the deployment");
             let hash = &observation.spec_hash;
             record_failed_request(ctx, object, "PUT", &deployment_id, hash, &error).await?;
+            // No operation began: the plan's patch must not record one.
+            *patch = decided;
             return Ok(Started::Refused);
         }
     };
     // The operation's own URLs, which are cheaper to poll than the
-    // deployment. If this write is lost, the record written ahead is
-    // followed instead.
-    write_status(ctx, object, &key(object), &recorded(&token)).await?;
+    // deployment, go with the plan's status write. If that write is lost,
+    // the record written ahead is followed instead.
+    record_deployment(patch, &token, deployments);
     Ok(Started::Recorded)
+}
+
+/// Put in `patch` the deployment to follow by `token`, and the template's
+/// deployment records.
+fn record_deployment(patch: &mut StatusPatch, token: &ResumeToken, deployments: &[String]) {
+    let operation = ResourceOperation {
+        resume_token: token.encode(),
+        operation_kind: "PUT".to_string(),
+    };
+    patch.operation = Some(Some(operation));
+    patch.failed_request = Some(None);
+    patch.resource = Some(token.resource_id.clone());
+    patch.deployments = Some(deployments.to_vec());
 }
 
 /// Most deployment records remembered in status; a policy deletes older
@@ -437,23 +525,6 @@ async fn delete_deployment(ctx: &Context, id: &str) -> Result<bool, Error> {
             Ok(false)
         }
     }
-}
-
-/// Whether the API server holds a newer operation or deployed hash than the
-/// cached object the decision was taken on. (Comparing, rather than looking
-/// for any recorded operation, leaves a policy free to redeploy an unchanged
-/// spec on purpose.)
-async fn cache_is_behind(ctx: &Context, object: &DeploymentTemplate) -> Result<bool, Error> {
-    let fresh = api(ctx, object)
-        .get_opt(&object.name_any())
-        .await
-        .map_err(Error::kube("re-read the template before deploying"))?;
-    let Some(fresh) = fresh else {
-        return Ok(true);
-    };
-    let server = fresh.status.unwrap_or_default();
-    let cached = object.status.clone().unwrap_or_default();
-    Ok(server.operation != cached.operation || server.status_hash != cached.status_hash)
 }
 
 /// True if Radius has a deployment of this id that has not finished.

@@ -26,6 +26,9 @@ pub const EXPECTATION_TTL: Duration = Duration::from_secs(30);
 /// However soon a policy asks, a Radius mutation that failed is not repeated
 /// for the same object sooner than this.
 pub const MIN_MUTATION_RETRY: Duration = Duration::from_secs(1);
+/// Most versions remembered as replaced by the controller's own writes to
+/// one object (a plan writes a few times at most).
+const MAX_SUPERSEDED: usize = 8;
 
 /// What is remembered of one object.
 #[derive(Debug, Clone)]
@@ -34,8 +37,12 @@ struct Entry {
     errors: u32,
     /// No Radius mutation before this, unless the object's fingerprint moves.
     paced: Option<(Instant, u64)>,
-    /// The resourceVersion of the object that a status write was decided on.
-    written_over: Option<String>,
+    /// Versions of the object the controller's own writes have replaced:
+    /// the one a plan was decided on, and each one a write of that plan
+    /// left before the next write replaced it.
+    superseded: Vec<String>,
+    /// The version the controller's last write left.
+    last_written: Option<String>,
     /// Children created (or being created) whose creation the watch has not
     /// shown yet, each with when to stop waiting for it.
     expected: Vec<(String, Instant)>,
@@ -54,7 +61,8 @@ impl Entry {
             touched: now,
             errors: 0,
             paced: None,
-            written_over: None,
+            superseded: Vec::new(),
+            last_written: None,
             expected: Vec::new(),
             drift_due: None,
             missing_seen: None,
@@ -65,7 +73,8 @@ impl Entry {
     fn is_empty(&self) -> bool {
         self.errors == 0
             && self.paced.is_none()
-            && self.written_over.is_none()
+            && self.superseded.is_empty()
+            && self.last_written.is_none()
             && self.expected.is_empty()
             && self.drift_due.is_none()
             && self.missing_seen.is_none()
@@ -284,15 +293,31 @@ impl ObjectMemory {
         Some(until - now)
     }
 
-    /// A status write was made on the object at `resource_version`: until
-    /// the cache shows a newer version, decisions wait for it.
-    pub fn wrote_over(&self, key: &str, resource_version: Option<String>) {
-        self.with(key, |entry| entry.written_over = resource_version);
+    /// The controller wrote the object (a status write, a finalizer): the
+    /// plan was decided on version `decided_on`, and the write left version
+    /// `written`. Until the cache shows a version none of the controller's
+    /// writes has replaced (the last one written, or a later one), decisions
+    /// wait for it: a plan that writes twice must not be decided again on
+    /// the object between its two writes either.
+    pub fn wrote(&self, key: &str, decided_on: Option<&str>, written: Option<String>) {
+        let Some(written) = written.filter(|w| Some(w.as_str()) != decided_on) else {
+            return;
+        };
+        self.with(key, |entry| {
+            let previous = entry.last_written.replace(written.clone());
+            for older in decided_on.map(str::to_string).into_iter().chain(previous) {
+                if older != written && !entry.superseded.contains(&older) {
+                    entry.superseded.push(older);
+                }
+            }
+            let surplus = entry.superseded.len().saturating_sub(MAX_SUPERSEDED);
+            entry.superseded.drain(..surplus);
+        });
     }
 
-    /// True if `resource_version` is the one a status write was made over,
-    /// i.e. the cache has not yet seen the controller's own last write.
-    /// Seeing a newer version forgets the record.
+    /// True if `resource_version` is one the controller's own writes have
+    /// replaced, i.e. the cache has not yet seen its last write. Seeing any
+    /// other version forgets the record.
     pub fn is_stale(&self, key: &str, resource_version: Option<&str>) -> bool {
         let Ok(mut entries) = self.entries.lock() else {
             return false;
@@ -300,10 +325,14 @@ impl ObjectMemory {
         let Some(entry) = entries.get_mut(key) else {
             return false;
         };
-        let stale =
-            entry.written_over.is_some() && entry.written_over.as_deref() == resource_version;
-        if !stale && entry.written_over.is_some() {
-            entry.written_over = None;
+        if entry.superseded.is_empty() {
+            return false;
+        }
+        let stale = resource_version
+            .is_some_and(|version| entry.superseded.iter().any(|older| older == version));
+        if !stale {
+            entry.superseded.clear();
+            entry.last_written = None;
             if entry.is_empty() {
                 entries.remove(key);
             }
@@ -372,10 +401,34 @@ mod tests {
     #[test]
     fn a_write_is_awaited_until_a_newer_version_is_seen() {
         let memory = ObjectMemory::default();
-        memory.wrote_over("a", Some("10".into()));
+        memory.wrote("a", Some("10"), Some("11".into()));
         assert!(memory.is_stale("a", Some("10")));
         assert!(!memory.is_stale("a", Some("11")));
         assert!(!memory.is_stale("a", Some("10")), "forgotten once passed");
+        assert!(memory.is_empty());
+        memory.wrote("a", Some("12"), Some("12".into()));
+        assert!(
+            memory.is_empty(),
+            "a write that changed nothing is not awaited"
+        );
+    }
+
+    #[test]
+    fn a_plan_writing_twice_is_not_decided_again_between_its_writes() {
+        let memory = ObjectMemory::default();
+        // Decided on 10: a finalizer (11), a status written ahead (12), the
+        // plan's status (13).
+        memory.wrote("a", Some("10"), Some("11".into()));
+        memory.wrote("a", Some("10"), Some("12".into()));
+        memory.wrote("a", Some("10"), Some("13".into()));
+        for between in ["10", "11", "12"] {
+            assert!(memory.is_stale("a", Some(between)), "{between}");
+        }
+        assert!(!memory.is_stale("a", Some("13")), "the last write is seen");
+        assert!(memory.is_empty());
+        // Someone else's later write also ends the wait.
+        memory.wrote("a", Some("20"), Some("21".into()));
+        assert!(!memory.is_stale("a", Some("25")));
         assert!(memory.is_empty());
     }
 
@@ -413,7 +466,7 @@ mod tests {
         let memory = ObjectMemory::default();
         memory.error_backoff("a");
         memory.pace("a", Duration::from_secs(60), 1);
-        memory.wrote_over("a", Some("7".into()));
+        memory.wrote("a", Some("7"), Some("8".into()));
         memory.pace("b", Duration::from_secs(60), 1);
         memory.forget("a");
         assert_eq!(memory.len(), 1);
