@@ -290,7 +290,7 @@ impl ControllerHost {
             ctx.client.clone(),
             ctx.policies.clone(),
             self.engine.clone(),
-            ctx.recorder.clone(),
+            ctx.recorders.clone(),
             self.insecure_registries.clone(),
             self.policy_namespace.clone(),
         ) {

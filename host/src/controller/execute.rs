@@ -720,7 +720,7 @@ pub async fn emit<K: Reconciled>(ctx: &Context, object: &K, event: &model::Event
     let reason: String = event.reason.chars().take(128).collect();
     let reference = object.object_ref(&());
     let published = if object.name_any().len() <= RECORDER_NAME_LIMIT {
-        ctx.recorder
+        ctx.recorders
             .publish(
                 &Event {
                     type_,

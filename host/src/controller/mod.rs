@@ -8,6 +8,7 @@
 
 pub mod drift;
 pub mod driver;
+pub mod events;
 pub mod execute;
 pub mod guard;
 pub mod index;
@@ -25,7 +26,7 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::controller::Controller;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector;
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -62,7 +63,7 @@ pub struct Context {
     namespaces: std::sync::OnceLock<reflector::Store<PartialObjectMeta<Namespace>>>,
     pub metrics: Arc<Metrics>,
     /// Events.
-    pub recorder: Recorder,
+    pub recorders: events::EventRecorders,
     /// Decision records (`docs/decision-records.md`); off unless asked for.
     pub decision_records: crate::policy::records::Recorder,
     /// Bounded per-object memory: error backoff, pacing, our last writes.
@@ -99,7 +100,7 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorders: events::EventRecorders::new(&client, &reporter),
             client,
             radius,
             policies,

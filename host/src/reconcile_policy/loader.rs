@@ -19,7 +19,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
+
+use crate::controller::events::EventRecorders;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -44,7 +46,7 @@ pub struct Loader {
     pub client: Client,
     pub registry: Arc<PolicyRegistry>,
     pub engine: PolicyEngine,
-    pub recorder: Recorder,
+    pub recorders: EventRecorders,
     pub http: reqwest::Client,
     /// Registries reached over plain HTTP (`host:port`), for loopback tests.
     pub insecure_registries: Vec<String>,
@@ -58,7 +60,7 @@ impl Loader {
         client: Client,
         registry: Arc<PolicyRegistry>,
         engine: PolicyEngine,
-        recorder: Recorder,
+        recorders: EventRecorders,
         insecure_registries: Vec<String>,
         policy_namespace: String,
     ) -> anyhow::Result<Self> {
@@ -66,7 +68,7 @@ impl Loader {
             client,
             registry,
             engine,
-            recorder,
+            recorders,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(60))
                 .build()?,
@@ -693,7 +695,7 @@ async fn event(
         action: "Load".to_string(),
         secondary: None,
     };
-    if let Err(error) = loader.recorder.publish(&event, &reference).await {
+    if let Err(error) = loader.recorders.publish(&event, &reference).await {
         tracing::debug!(%error, "policy event not recorded");
     }
 }
