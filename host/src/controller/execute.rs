@@ -244,9 +244,8 @@ pub async fn set_finalizer<K: Reconciled>(
     Ok(written.resource_version())
 }
 
-/// Merge-patch the status subresource. If the write moved the object on,
-/// the version it was decided on is remembered: a decision on a cache that
-/// still shows that version waits for the write to arrive.
+/// Merge-patch the status subresource (see `patch_status`); nothing is
+/// sent for an empty patch.
 pub async fn write_status<K: Reconciled>(
     ctx: &Context,
     object: &K,
