@@ -503,9 +503,7 @@ fn record_deployment(patch: &mut StatusPatch, token: &ResumeToken, deployments: 
         resume_token: token.encode(),
         operation_kind: "PUT".to_string(),
     };
-    patch.operation = Some(Some(operation));
-    patch.failed_request = Some(None);
-    patch.resource = Some(token.resource_id.clone());
+    patch.record_operation(operation, Some(token.resource_id.clone()));
     patch.deployments = Some(deployments.to_vec());
 }
 

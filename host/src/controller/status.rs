@@ -177,12 +177,16 @@ impl StatusPatch {
     /// Record the operation just started, so a controller killed after this
     /// point resumes polling instead of starting it again.
     pub fn operation_started(operation: ResourceOperation, resource: Option<String>) -> Self {
-        StatusPatch {
-            operation: Some(Some(operation)),
-            failed_request: Some(None),
-            resource,
-            ..Default::default()
-        }
+        let mut patch = StatusPatch::default();
+        patch.record_operation(operation, resource);
+        patch
+    }
+
+    /// The same, into a patch that holds more (a plan's status).
+    pub fn record_operation(&mut self, operation: ResourceOperation, resource: Option<String>) {
+        self.operation = Some(Some(operation));
+        self.failed_request = Some(None);
+        self.resource = resource;
     }
 
     /// Record a request Radius refused (or that kept failing): the policy is
