@@ -598,6 +598,37 @@ async fn a_shadow_policy_only_counts_where_it_would_decide_otherwise() {
         .status
         .expect("status");
     assert_eq!(agreeing_status.shadow_disagreements, 0);
+
+    // Another controller starting (a shard that selects none of these
+    // templates) loads the same policies and writes their status: it
+    // decided nothing, so it leaves the counts of the one that decides.
+    let activated = [
+        "policy version activated",
+        &format!("reconcile_policy={disagreeing} "),
+    ];
+    let before = log_lines(&system, &activated);
+    let mut other = system.spawn_controller_as(
+        Some("another-shard"),
+        &["--watch-label-selector", "radwasm.test/shard=none"],
+    );
+    wait_log_lines(&system, &activated, before + 1).await;
+    let watched_until = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < watched_until {
+        let status = policies(&system.client)
+            .get(&disagreeing)
+            .await
+            .expect("get")
+            .status
+            .expect("status");
+        assert!(
+            status.shadow_disagreements >= counted.shadow_disagreements
+                && status.decisions >= counted.decisions,
+            "a controller that decided nothing reset the counts: {status:?}, were {counted:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = other.kill();
+    let _ = other.wait();
     // Nothing the shadows decided was carried out.
     assert_eq!(deployments_of(&system, "canaried"), 1);
     assert_eq!(

@@ -700,7 +700,11 @@ async fn event(
     }
 }
 
-/// Write what the controller holds for one policy into its status.
+/// Write what the controller holds for one policy into its status. The
+/// decision counts are not part of it: only [`flush_counts`] writes them,
+/// and only when they moved, so a controller that decided nothing for the
+/// policy (one just started, a standby, another shard) never resets the
+/// counts of the one that decides.
 async fn write_status(loader: &Loader, policy: &ReconcilePolicy) -> Result<(), LoaderError> {
     let name = policy.name_any();
     let Some(entry) = loader.registry.get(&name) else {
@@ -767,8 +771,6 @@ async fn write_status(loader: &Loader, policy: &ReconcilePolicy) -> Result<(), L
             "version": version,
             "digest": digest,
             "worlds": worlds,
-            "decisions": entry.counters.decisions.load(std::sync::atomic::Ordering::Relaxed),
-            "shadowDisagreements": entry.counters.shadow_disagreements.load(std::sync::atomic::Ordering::Relaxed),
             "lastError": entry.problem.as_ref().map(|p| format!("{}: {}", p.reason, p.message)),
         }
     });
