@@ -1,6 +1,7 @@
 //! Fault injection, switchable at run time from Rust or over HTTP
-//! (`/_sim/...`): fail a fraction of requests, add latency, drop every open
-//! watch, forget history so that resuming watches get 410 Gone.
+//! (`/_sim/...`): fail a fraction of requests, add latency, make watches
+//! lag behind the store, drop every open watch, forget history so that
+//! resuming watches get 410 Gone.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +14,8 @@ pub(crate) struct FaultSettings {
     pub error_rate: f64,
     pub error_code: u16,
     pub latency: Duration,
+    /// How long after a change every watch stream delivers it.
+    pub watch_lag: Duration,
 }
 
 /// Handle to switch faults on a running server.
@@ -37,6 +40,15 @@ impl FaultsHandle {
     pub fn set_latency(&self, latency: Duration) {
         if let Ok(mut s) = self.settings.lock() {
             s.latency = latency;
+        }
+    }
+
+    /// Deliver every change on every watch stream `lag` after it was made,
+    /// as a real API server's watch cache can lag behind etcd under load:
+    /// reads and writes see the newest object, watchers an older one.
+    pub fn set_watch_lag(&self, lag: Duration) {
+        if let Ok(mut s) = self.settings.lock() {
+            s.watch_lag = lag;
         }
     }
 

@@ -980,6 +980,7 @@ fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> 
     let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(64);
     let mut drop_signal = state.faults.drop_watches.subscribe();
     let mut closing = state.closing.subscribe();
+    let faults = state.faults.clone();
     tokio::spawn(async move {
         for line in backlog {
             if tx.send(Ok(line)).await.is_err() {
@@ -1011,6 +1012,10 @@ fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> 
                         continue;
                     }
                     last_rv = change.rv;
+                    let lag = faults.current().watch_lag;
+                    if !lag.is_zero() {
+                        tokio::time::sleep_until((change.at + lag).into()).await;
+                    }
                     if let Some(line) = translate(&change, &shape, namespace.as_deref(), &filter)
                         && tx.send(Ok(line)).await.is_err() {
                             return;
@@ -1119,6 +1124,9 @@ async fn admin_request(state: &AppState, path: &str, request: Request) -> Respon
             state.faults.set_error_rate(rate, code);
             state.faults.set_latency(Duration::from_millis(
                 body.get("latencyMs").and_then(Value::as_u64).unwrap_or(0),
+            ));
+            state.faults.set_watch_lag(Duration::from_millis(
+                body.get("watchLagMs").and_then(Value::as_u64).unwrap_or(0),
             ));
             json_response(
                 StatusCode::OK,

@@ -44,6 +44,9 @@ pub struct Change {
     pub old: Option<Arc<Value>>,
     /// `object` serialised once, shared by every watcher that sends it as stored.
     pub wire: std::sync::OnceLock<String>,
+    /// When the change was made (a watch lagging by a fault delivers it
+    /// that long after this).
+    pub at: std::time::Instant,
 }
 
 /// How a delete propagates to dependents.
@@ -269,6 +272,7 @@ impl Store {
             object: object.clone(),
             old,
             wire: std::sync::OnceLock::new(),
+            at: std::time::Instant::now(),
         });
         self.history.push_back(event.clone());
         while self.history.len() > self.history_limit {

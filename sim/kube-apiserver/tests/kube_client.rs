@@ -401,6 +401,50 @@ async fn a_watcher_survives_dropped_watches_and_expired_history() {
     server.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_lagging_watch_delivers_changes_late_while_reads_see_them_at_once() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let lag = Duration::from_millis(400);
+    server.faults().set_watch_lag(lag);
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let watched = api.clone();
+    let follower = tokio::spawn(async move {
+        let mut events = watcher(watched, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        while let Ok(Some(cm)) = events.try_next().await {
+            let _ = seen_tx.send((cm.name_any(), tokio::time::Instant::now()));
+        }
+    });
+    // The watch's initial list is not delayed; wait for the stream to be
+    // established before changing anything.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("late".into());
+    let created_at = tokio::time::Instant::now();
+    let created = api
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    // A read sees the new object at once.
+    let read = api.get("late").await.expect("get");
+    assert_eq!(read.resource_version(), created.resource_version());
+    let (name, seen_at) = tokio::time::timeout(Duration::from_secs(15), seen_rx.recv())
+        .await
+        .expect("the watch delivers the change")
+        .expect("follower running");
+    assert_eq!(name, "late");
+    assert!(
+        seen_at.duration_since(created_at) >= lag,
+        "delivered {:?} after the change, before the lag of {lag:?}",
+        seen_at.duration_since(created_at)
+    );
+    follower.abort();
+    server.shutdown().await;
+}
+
 fn owned_by(name: &str, owner: &DynamicObject) -> DynamicObject {
     let mut child = widget(name, 1);
     child.metadata.owner_references = Some(vec![
