@@ -650,3 +650,86 @@ async fn a_template_deleted_as_soon_as_its_resources_appear_leaves_nothing_in_ra
     );
     system.shutdown().await;
 }
+
+/// A real API server's watch cache can lag behind its store under load, so
+/// the controller decides on an object older than the one on the server.
+/// A user's edit landing in that window is neither overwritten nor a
+/// failed reconcile: the precondition on the controller's first write
+/// refuses the write, and the controller decides again on the newer object
+/// when the watch brings it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_the_lagging_watch_has_not_shown_yet_is_decided_on_not_failed() {
+    if crate::harness::embedded_only("a lagging watch is a fault of the embedded API server") {
+        return;
+    }
+    let system = System::start(&[]).await;
+    // The controller's watches are up once it has made one template Ready.
+    system
+        .create(&crate::harness::own_app_template("first"))
+        .await;
+    system.wait_phase("first", "Ready").await;
+    let faults = system.apiserver.as_ref().expect("embedded").faults();
+    faults.set_watch_lag(Duration::from_millis(1_500));
+    let names: Vec<String> = (0..5).map(|i| format!("edited-{i}")).collect();
+    for name in &names {
+        system.create(&crate::harness::own_app_template(name)).await;
+    }
+    // Labelled after the creations, before the controller's watch shows
+    // them: it will decide on each created object while the server holds
+    // the labelled one.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for name in &names {
+        system
+            .templates()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"edited": "yes"}}})),
+            )
+            .await
+            .expect("label the template");
+    }
+    for name in &names {
+        let ready = system.wait_phase(name, "Ready").await;
+        assert_eq!(
+            ready.labels().get("edited").map(String::as_str),
+            Some("yes"),
+            "{name}: the user's label was overwritten"
+        );
+        assert!(
+            ready
+                .finalizers()
+                .iter()
+                .any(|f| f == "radapp.io/deployment-template-finalizer"),
+            "{name}: {:?}",
+            ready.finalizers()
+        );
+    }
+    faults.set_watch_lag(Duration::ZERO);
+    assert_eq!(
+        system.radius().stats().deployment_puts,
+        names.len() as u64 + 1,
+        "one deployment per template"
+    );
+    let metrics = system.metrics().await;
+    // The conflict did happen (the scenario tested what it says)...
+    let refused: f64 = metrics
+        .lines()
+        .filter(|line| {
+            line.starts_with(r#"radwasm_kube_requests_total{verb="patch",resource="deploymenttemplates",code="409"}"#)
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(refused >= 1.0, "no write met the user's edit:\n{metrics}");
+    // ... and no reconcile failed for it.
+    let failed: Vec<&str> = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("radwasm_reconciles_total")
+                && l.contains("outcome=\"error\"")
+                && !l.ends_with(" 0")
+        })
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}\n{}", system.logs());
+    system.shutdown().await;
+}

@@ -131,6 +131,19 @@ pub struct Executed {
     pub mutation_failed: bool,
 }
 
+impl Executed {
+    /// A write's precondition found the object changed on the server after
+    /// the version the plan was decided on: the plan stops there, writes
+    /// nothing more, and the newer object is decided on when the watch
+    /// brings it (or after a second, whichever comes first).
+    pub fn object_moved(self) -> Self {
+        Executed {
+            requeue_ms: Some(1_000),
+            ..self
+        }
+    }
+}
+
 /// The key an object is remembered under (kind, namespace, name).
 pub fn key<K: Reconciled>(object: &K) -> String {
     format!(

@@ -67,12 +67,18 @@ pub async fn template_plan(
     for action in actions {
         match action {
             TemplateAction::AddFinalizer => {
-                if let Some(written) = set_finalizer(ctx, object, TEMPLATE_FINALIZER, true).await? {
-                    version = Some(written);
+                match set_finalizer(ctx, object, TEMPLATE_FINALIZER, true).await? {
+                    Finalizer::Written(written) => version = written.or(version),
+                    Finalizer::AsAsked => {}
+                    Finalizer::ObjectMoved => return Ok(executed.object_moved()),
                 }
             }
             TemplateAction::RemoveFinalizer => {
-                set_finalizer(ctx, object, TEMPLATE_FINALIZER, false).await?;
+                if set_finalizer(ctx, object, TEMPLATE_FINALIZER, false).await?
+                    == Finalizer::ObjectMoved
+                {
+                    return Ok(executed.object_moved());
+                }
                 finalizer_removed = true;
             }
             TemplateAction::EnsureResourceGroup(scope) => {
@@ -93,11 +99,7 @@ pub async fn template_plan(
                 match start_deployment(ctx, object, observation, deployment).await? {
                     Started::Recorded => {}
                     Started::Refused => executed.mutation_failed = true,
-                    Started::CacheBehind => {
-                        // The watch brings our earlier write; decide again then.
-                        executed.requeue_ms = Some(1_000);
-                        return Ok(executed);
-                    }
+                    Started::ObjectMoved => return Ok(executed.object_moved()),
                 }
             }
             TemplateAction::CreateResource(create) => create_resource(ctx, object, create).await?,
@@ -173,12 +175,14 @@ pub async fn resource_plan(
     let mut finalizer_removed = false;
     for action in actions {
         match action {
-            ResourceAction::AddFinalizer => {
-                set_finalizer(ctx, object, RESOURCE_FINALIZER, true).await?;
-            }
-            ResourceAction::RemoveFinalizer => {
-                set_finalizer(ctx, object, RESOURCE_FINALIZER, false).await?;
-                finalizer_removed = true;
+            ResourceAction::AddFinalizer | ResourceAction::RemoveFinalizer => {
+                let present = matches!(action, ResourceAction::AddFinalizer);
+                if set_finalizer(ctx, object, RESOURCE_FINALIZER, present).await?
+                    == Finalizer::ObjectMoved
+                {
+                    return Ok(executed.object_moved());
+                }
+                finalizer_removed |= !present;
             }
             ResourceAction::StartRadiusDelete => {
                 if !start_radius_delete(ctx, object).await? {
@@ -198,19 +202,32 @@ fn api<K: Reconciled>(ctx: &Context, object: &K) -> Api<K> {
     Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default())
 }
 
+/// What a finalizer write did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Finalizer {
+    /// The object already was as asked: nothing was sent.
+    AsAsked,
+    /// Written; the object's new resourceVersion, as the server answered.
+    Written(Option<String>),
+    /// The object changed on the server after the version decided on (the
+    /// watch cache lags, or someone edited it): nothing was written.
+    ObjectMoved,
+}
+
 /// Add or remove `finalizer`, with the object's resourceVersion as a
-/// precondition so a concurrent change is not overwritten. Returns the
-/// resourceVersion written, if a write was needed.
+/// precondition so a concurrent change is not overwritten: if the object
+/// has moved on, nothing is written and the caller decides again on the
+/// newer object ([`Finalizer::ObjectMoved`]).
 pub async fn set_finalizer<K: Reconciled>(
     ctx: &Context,
     object: &K,
     finalizer: &str,
     present: bool,
-) -> Result<Option<String>, Error> {
+) -> Result<Finalizer, Error> {
     let mut finalizers: Vec<String> = object.finalizers().to_vec();
     if present {
         if finalizers.iter().any(|f| f == finalizer) {
-            return Ok(None);
+            return Ok(Finalizer::AsAsked);
         }
         finalizers.push(finalizer.to_string());
     } else {
@@ -220,18 +237,33 @@ pub async fn set_finalizer<K: Reconciled>(
         "finalizers": finalizers,
         "resourceVersion": object.resource_version(),
     }});
-    let written = api(ctx, object)
+    let written = match api(ctx, object)
         .patch(
             &object.name_any(),
             &PatchParams::default(),
             &Patch::Merge(&patch),
         )
         .await
-        .map_err(Error::kube(if present {
-            "add finalizer"
-        } else {
-            "remove finalizer"
-        }))?;
+    {
+        Ok(written) => written,
+        Err(kube::Error::Api(response)) if response.code == 409 => {
+            tracing::debug!(
+                object = %key(object),
+                "the object changed after the version decided on; deciding again on the newer one"
+            );
+            return Ok(Finalizer::ObjectMoved);
+        }
+        Err(source) => {
+            return Err(Error::Kube {
+                what: if present {
+                    "add finalizer"
+                } else {
+                    "remove finalizer"
+                },
+                source,
+            });
+        }
+    };
     if present {
         // Removing our finalizer from an object being deleted lets it go:
         // nothing is left to wait for, nor to remember.
@@ -241,7 +273,7 @@ pub async fn set_finalizer<K: Reconciled>(
             written.resource_version(),
         );
     }
-    Ok(written.resource_version())
+    Ok(Finalizer::Written(written.resource_version()))
 }
 
 /// Merge-patch the status subresource (see `patch_status`); nothing is
@@ -379,7 +411,7 @@ enum Started {
     Refused,
     /// The object on the API server is newer than the one decided on (the
     /// watch cache lags, or someone changed it): nothing was sent.
-    CacheBehind,
+    ObjectMoved,
 }
 
 /// What a plan's `start-deployment` works with.
@@ -447,7 +479,7 @@ async fn start_deployment(
     match version {
         Some(version) => {
             if !write_status_at(ctx, object, &ahead, version).await? {
-                return Ok(Started::CacheBehind);
+                return Ok(Started::ObjectMoved);
             }
         }
         None => write_status(ctx, object, &key(object), &ahead).await?,
