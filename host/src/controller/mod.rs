@@ -459,11 +459,7 @@ pub async fn run(
             driver::error_policy::<DeploymentTemplate>,
             ctx.clone(),
         )
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "template controller");
-            }
-        });
+        .for_each(|result| async move { log_run_error(result, "template controller") });
 
     let resource_controller = Controller::for_stream(resource_trigger, resource_store)
         .with_config(config)
@@ -474,13 +470,22 @@ pub async fn run(
             driver::error_policy::<DeploymentResource>,
             ctx.clone(),
         )
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "resource controller");
-            }
-        });
+        .for_each(|result| async move { log_run_error(result, "resource controller") });
 
     tokio::join!(template_controller, resource_controller);
+}
+
+/// Log what a controller's run stream reports, except a failed reconcile:
+/// `error_policy` logged that already, once, with the API server's message
+/// rather than a dump of its `Status`.
+pub(crate) fn log_run_error<T, E: std::error::Error, Q: std::error::Error>(
+    result: Result<T, kube::runtime::controller::Error<E, Q>>,
+    controller: &str,
+) {
+    match result {
+        Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+        Err(error) => tracing::debug!(%error, "{controller}"),
+    }
 }
 
 /// What a channel receives, as a stream (until every sender is gone).

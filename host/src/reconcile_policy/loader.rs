@@ -137,11 +137,9 @@ pub async fn run(loader: Arc<Loader>, shutdown: CancellationToken) {
         })
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, loader)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "policy controller");
-            }
-        })
+        .for_each(
+            |result| async move { crate::controller::log_run_error(result, "policy controller") },
+        )
         .await;
     flush.abort();
 }
