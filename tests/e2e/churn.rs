@@ -216,6 +216,11 @@ fn random_faults(system: &System, rng: &mut StdRng) -> String {
     let api_code = if rng.random_bool(0.5) { 500 } else { 429 };
     let drop_watches = rng.random_bool(0.3);
     let expire = rng.random_bool(0.2);
+    let watch_lag_ms = if rng.random_bool(0.3) {
+        rng.random_range(50..700)
+    } else {
+        0
+    };
     let mut text = String::new();
     if radius_on {
         let radius = system.radius().faults();
@@ -249,8 +254,10 @@ fn random_faults(system: &System, rng: &mut StdRng) -> String {
         if expire {
             apiserver.expire_history();
         }
+        apiserver.set_watch_lag(Duration::from_millis(watch_lag_ms));
         text.push_str(&format!(
-            "apiserver: {api_code} at {api_rate:.2}, drop watches {drop_watches}, 410 {expire}"
+            "apiserver: {api_code} at {api_rate:.2}, drop watches {drop_watches}, 410 {expire}, \
+             watch lag {watch_lag_ms} ms"
         ));
     }
     if text.is_empty() {
