@@ -847,6 +847,29 @@ impl Drop for PhaseRecorder {
 }
 
 /// A fixture template's JSON text.
+/// The samples of a `/metrics` scrape whose line starts with `prefix`,
+/// summed (a family's series, or one series by its labels).
+pub fn metric_sum(metrics: &str, prefix: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|line| line.starts_with(prefix))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The lines of a `/metrics` scrape counting failed reconciles, of any
+/// kind, that are not zero.
+pub fn failed_reconciles(metrics: &str) -> Vec<&str> {
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("radwasm_reconciles_total")
+                && l.contains("outcome=\"error\"")
+                && !l.ends_with(" 0")
+        })
+        .collect()
+}
+
 pub fn fixture(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/arm-templates")

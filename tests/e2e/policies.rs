@@ -1144,14 +1144,7 @@ async fn twenty_swaps_under_load_lose_no_reconcile_and_a_bad_candidate_never_dec
         seen.difference(&known).collect::<Vec<_>>()
     );
     let metrics = system.metrics().await;
-    let failed: Vec<&str> = metrics
-        .lines()
-        .filter(|l| {
-            l.starts_with("radwasm_reconciles_total")
-                && l.contains("outcome=\"error\"")
-                && !l.ends_with(" 0")
-        })
-        .collect();
+    let failed = crate::harness::failed_reconciles(&metrics);
     let logs = system.all_logs();
     let why: Vec<&str> = logs
         .lines()

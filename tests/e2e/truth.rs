@@ -357,15 +357,10 @@ async fn a_policy_naming_its_deployments_differently_survives_a_restart_mid_depl
         ("patch", "deploymenttemplates/status", 1.0),
         ("create", "deploymentresources", 3.0),
     ] {
-        let count: f64 = metrics
-            .lines()
-            .filter(|line| {
-                line.starts_with(&format!(
-                    r#"radwasm_kube_requests_total{{verb="{verb}",resource="{resource}",code="2"#
-                ))
-            })
-            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
+        let count = crate::harness::metric_sum(
+            &metrics,
+            &format!(r#"radwasm_kube_requests_total{{verb="{verb}",resource="{resource}",code="2"#),
+        );
         assert!(
             count >= at_least,
             "{verb} {resource}: {count} answered 2xx, expected at least {at_least}:\n{metrics}"
@@ -713,23 +708,13 @@ async fn an_edit_the_lagging_watch_has_not_shown_yet_is_decided_on_not_failed() 
     );
     let metrics = system.metrics().await;
     // The conflict did happen (the scenario tested what it says)...
-    let refused: f64 = metrics
-        .lines()
-        .filter(|line| {
-            line.starts_with(r#"radwasm_kube_requests_total{verb="patch",resource="deploymenttemplates",code="409"}"#)
-        })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let refused = crate::harness::metric_sum(
+        &metrics,
+        r#"radwasm_kube_requests_total{verb="patch",resource="deploymenttemplates",code="409"}"#,
+    );
     assert!(refused >= 1.0, "no write met the user's edit:\n{metrics}");
     // ... and no reconcile failed for it.
-    let failed: Vec<&str> = metrics
-        .lines()
-        .filter(|l| {
-            l.starts_with("radwasm_reconciles_total")
-                && l.contains("outcome=\"error\"")
-                && !l.ends_with(" 0")
-        })
-        .collect();
+    let failed = crate::harness::failed_reconciles(&metrics);
     assert!(failed.is_empty(), "{failed:?}\n{}", system.logs());
     system.shutdown().await;
 }
