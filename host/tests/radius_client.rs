@@ -403,7 +403,7 @@ async fn a_deployment_whose_operation_radius_forgot_is_followed_through_its_reco
 }
 
 #[tokio::test]
-async fn a_deletion_radius_forgot_is_not_found_while_the_resource_stays_and_done_once_it_is_gone() {
+async fn a_deletion_radius_forgot_is_followed_through_the_resource_until_it_is_gone() {
     let sim = start_sim().await;
     let client = client_for(&sim);
     client.ensure_resource_group(GROUP).await.expect("group");
@@ -419,26 +419,87 @@ async fn a_deletion_radius_forgot_is_not_found_while_the_resource_stays_and_done
     let DeleteStart::Started(token) = client.start_delete(&container).await.expect("DELETE") else {
         panic!("a 202 with an operation was expected");
     };
-    // The operation URL answers 404; the resource is still being deleted.
+    // The operation URL answers 404; the resource says it is being deleted.
     assert_eq!(
         client.poll(&token).await.expect("poll"),
-        PollOutcome::NotFound
+        PollOutcome::InProgress { retry_after: None }
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while client
-        .get_resource(&container)
-        .await
-        .expect("GET")
-        .is_some()
-    {
-        assert!(Instant::now() < deadline, "the deletion never finished");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     assert_eq!(
-        client.poll(&token).await.expect("poll"),
+        poll_to_end(&client, &token).await,
         PollOutcome::Succeeded {
             output_resources: Vec::new()
         }
+    );
+    assert_eq!(client.get_resource(&container).await.expect("GET"), None);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_deletion_whose_resource_is_back_and_not_being_deleted_is_not_found() {
+    let sim = start_sim().await;
+    let client = client_for(&sim);
+    client.ensure_resource_group(GROUP).await.expect("group");
+    let template = fixture_text("deploymenttemplate-outputresources-1.json");
+    let container = id("containers", "output-resources-container");
+
+    // A failed DELETE leaves the resource in place, no longer deleting:
+    // Radius forgot the operation, and the resource says nothing runs.
+    let token = client
+        .start_deployment(&deployment("app", &template, "{}"))
+        .await
+        .expect("PUT");
+    poll_to_end(&client, &token).await;
+    sim.faults().fail_next_deletes(1);
+    sim.faults().vanish_next_operations(1);
+    let DeleteStart::Started(token) = client.start_delete(&container).await.expect("DELETE") else {
+        panic!("a 202 with an operation was expected");
+    };
+    assert_eq!(poll_to_end(&client, &token).await, PollOutcome::NotFound);
+    assert!(
+        client
+            .get_resource(&container)
+            .await
+            .expect("GET")
+            .is_some()
+    );
+
+    // A DELETE that found nothing (the controller then follows the id with
+    // no operation URL), and a deployment still running puts the resource
+    // back afterwards: no deletion runs for it, so it is not in progress.
+    sim.faults().set_delete_duration(Duration::ZERO);
+    let done = client.start_delete(&container).await.expect("DELETE");
+    assert_eq!(
+        done,
+        DeleteStart::Done {
+            already_gone: false
+        }
+    );
+    assert_eq!(
+        client.start_delete(&container).await.expect("DELETE again"),
+        DeleteStart::Done { already_gone: true }
+    );
+    let following = ResumeToken {
+        kind: radwasm::radius::OperationKind::Deletion,
+        resource_id: container.clone(),
+        async_operation: None,
+        location: None,
+        subject: String::new(),
+        rejected: None,
+    };
+    assert_eq!(
+        client.poll(&following).await.expect("poll"),
+        PollOutcome::Succeeded {
+            output_resources: Vec::new()
+        }
+    );
+    let token = client
+        .start_deployment(&deployment("app-again", &template, "{}"))
+        .await
+        .expect("PUT");
+    poll_to_end(&client, &token).await;
+    assert_eq!(
+        client.poll(&following).await.expect("poll"),
+        PollOutcome::NotFound
     );
     sim.shutdown().await;
 }

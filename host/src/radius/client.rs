@@ -348,17 +348,9 @@ impl RadiusClient {
         match (outcome, token.kind) {
             // Radius forgot the operation, which says nothing about what it
             // was for: a deployment is followed through its own record (so
-            // one that ran is never sent again), and a deletion is over only
-            // if the resource is gone.
-            (PollOutcome::NotFound, OperationKind::Deployment) => self.poll_resource(token).await,
-            (PollOutcome::NotFound, OperationKind::Deletion) => {
-                Ok(match self.get_resource(&token.resource_id).await? {
-                    None => PollOutcome::Succeeded {
-                        output_resources: Vec::new(),
-                    },
-                    Some(_) => PollOutcome::NotFound,
-                })
-            }
+            // one that ran is never sent again), and a deletion through the
+            // resource (over once it is gone).
+            (PollOutcome::NotFound, _) => self.poll_resource(token).await,
             (outcome, _) => Ok(outcome),
         }
     }
@@ -423,13 +415,29 @@ impl RadiusClient {
         }
     }
 
-    /// No operation URL was given: look at the resource itself.
+    /// No operation URL was given, or Radius forgot the operation: look at
+    /// the resource itself. A deletion is over when the resource is gone,
+    /// and still running while the resource's `provisioningState` is not
+    /// terminal (`Accepted`, `Deleting`). A resource in a terminal state
+    /// has no deletion running: the DELETE failed, or the resource was made
+    /// again after it (a deployment still running put it back). That is
+    /// `NotFound`, an operation Radius does not have, so the policy sends
+    /// the DELETE again instead of polling forever.
     async fn poll_resource(&self, token: &ResumeToken) -> Result<PollOutcome, RadiusError> {
         match (token.kind, self.get_resource(&token.resource_id).await?) {
             (OperationKind::Deletion, None) => Ok(PollOutcome::Succeeded {
                 output_resources: Vec::new(),
             }),
-            (OperationKind::Deletion, Some(_)) => Ok(PollOutcome::InProgress { retry_after: None }),
+            (OperationKind::Deletion, Some(body)) => {
+                let state = body
+                    .pointer("/properties/provisioningState")
+                    .and_then(Value::as_str)
+                    .unwrap_or("Succeeded");
+                Ok(match operation::terminal(state, &body) {
+                    Some(_) => PollOutcome::NotFound,
+                    None => PollOutcome::InProgress { retry_after: None },
+                })
+            }
             (OperationKind::Deployment, None) => Ok(PollOutcome::NotFound),
             (OperationKind::Deployment, Some(body)) => Ok(deployment_outcome(&body)),
         }
