@@ -205,12 +205,14 @@ fn api<K: Reconciled>(ctx: &Context, object: &K) -> Api<K> {
 /// What a finalizer write did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Finalizer {
-    /// The object already was as asked: nothing was sent.
+    /// The object already was as asked, or is gone and a finalizer was to
+    /// be removed: nothing was written.
     AsAsked,
     /// Written; the object's new resourceVersion, as the server answered.
     Written(Option<String>),
     /// The object changed on the server after the version decided on (the
-    /// watch cache lags, or someone edited it): nothing was written.
+    /// watch cache lags, or someone edited or deleted it): nothing was
+    /// written.
     ObjectMoved,
 }
 
@@ -252,6 +254,15 @@ pub async fn set_finalizer<K: Reconciled>(
                 "the object changed after the version decided on; deciding again on the newer one"
             );
             return Ok(Finalizer::ObjectMoved);
+        }
+        // Gone from the server (the cache has not seen the deletion yet):
+        // a finalizer to remove is removed; one to add has nothing to hold.
+        Err(kube::Error::Api(response)) if response.code == 404 => {
+            return Ok(if present {
+                Finalizer::ObjectMoved
+            } else {
+                Finalizer::AsAsked
+            });
         }
         Err(source) => {
             return Err(Error::Kube {
