@@ -1121,16 +1121,17 @@ async fn admin_request(state: &AppState, path: &str, request: Request) -> Respon
         (Method::POST, "faults") => {
             let rate = body.get("errorRate").and_then(Value::as_f64).unwrap_or(0.0);
             let code = body.get("errorCode").and_then(Value::as_u64).unwrap_or(500) as u16;
+            let latency_ms = body.get("latencyMs").and_then(Value::as_u64).unwrap_or(0);
+            let watch_lag_ms = body.get("watchLagMs").and_then(Value::as_u64).unwrap_or(0);
             state.faults.set_error_rate(rate, code);
-            state.faults.set_latency(Duration::from_millis(
-                body.get("latencyMs").and_then(Value::as_u64).unwrap_or(0),
-            ));
-            state.faults.set_watch_lag(Duration::from_millis(
-                body.get("watchLagMs").and_then(Value::as_u64).unwrap_or(0),
-            ));
+            state.faults.set_latency(Duration::from_millis(latency_ms));
+            state
+                .faults
+                .set_watch_lag(Duration::from_millis(watch_lag_ms));
             json_response(
                 StatusCode::OK,
-                &json!({"errorRate": rate, "errorCode": code}),
+                &json!({"errorRate": rate, "errorCode": code, "latencyMs": latency_ms,
+                        "watchLagMs": watch_lag_ms}),
             )
         }
         (Method::POST, "drop-watches") => {

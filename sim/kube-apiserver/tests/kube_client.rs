@@ -404,9 +404,14 @@ async fn a_watcher_survives_dropped_watches_and_expired_history() {
 #[tokio::test]
 async fn a_lagging_watch_delivers_changes_late_while_reads_see_them_at_once() {
     let (server, client) = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    // Switched on over HTTP, as a person or another test tool would.
     let lag = Duration::from_millis(400);
-    server.faults().set_watch_lag(lag);
+    let request = http::Request::post("/_sim/faults")
+        .body(serde_json::to_vec(&json!({"watchLagMs": 400})).expect("body"))
+        .expect("request");
+    let answer: serde_json::Value = client.request(request).await.expect("POST /_sim/faults");
+    assert_eq!(answer["watchLagMs"], 400, "{answer}");
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
     let watched = api.clone();
     let follower = tokio::spawn(async move {
