@@ -77,6 +77,16 @@ async fn poll_to_end(client: &RadiusClient, token: &ResumeToken) -> PollOutcome 
     }
 }
 
+/// Deploy the three-resource app as deployment `name` and wait for the end.
+async fn deploy_app(client: &RadiusClient, name: &str) {
+    let template = fixture_text("deploymenttemplate-outputresources-1.json");
+    let token = client
+        .start_deployment(&deployment(name, &template, "{}"))
+        .await
+        .expect("PUT accepted");
+    poll_to_end(client, &token).await;
+}
+
 #[tokio::test]
 async fn a_deployment_runs_to_success_and_lists_its_output_resources() {
     let sim = start_sim().await;
@@ -252,12 +262,7 @@ async fn deletes_accept_every_first_answer_and_404_means_gone() {
     let sim = start_sim().await;
     let client = client_for(&sim);
     client.ensure_resource_group(GROUP).await.expect("group");
-    let template = fixture_text("deploymenttemplate-outputresources-1.json");
-    let token = client
-        .start_deployment(&deployment("app-1", &template, "{}"))
-        .await
-        .expect("PUT accepted");
-    poll_to_end(&client, &token).await;
+    deploy_app(&client, "app-1").await;
 
     let container = id("containers", "output-resources-container");
     match client.start_delete(&container).await.expect("DELETE") {
@@ -407,12 +412,7 @@ async fn a_deletion_radius_forgot_is_followed_through_the_resource_until_it_is_g
     let sim = start_sim().await;
     let client = client_for(&sim);
     client.ensure_resource_group(GROUP).await.expect("group");
-    let template = fixture_text("deploymenttemplate-outputresources-1.json");
-    let token = client
-        .start_deployment(&deployment("app", &template, "{}"))
-        .await
-        .expect("PUT");
-    poll_to_end(&client, &token).await;
+    deploy_app(&client, "app").await;
     let container = id("containers", "output-resources-container");
     sim.faults().set_delete_duration(Duration::from_millis(500));
     sim.faults().vanish_next_operations(1);
@@ -439,16 +439,11 @@ async fn a_deletion_whose_resource_is_back_and_not_being_deleted_is_not_found() 
     let sim = start_sim().await;
     let client = client_for(&sim);
     client.ensure_resource_group(GROUP).await.expect("group");
-    let template = fixture_text("deploymenttemplate-outputresources-1.json");
     let container = id("containers", "output-resources-container");
 
     // A failed DELETE leaves the resource in place, no longer deleting:
     // Radius forgot the operation, and the resource says nothing runs.
-    let token = client
-        .start_deployment(&deployment("app", &template, "{}"))
-        .await
-        .expect("PUT");
-    poll_to_end(&client, &token).await;
+    deploy_app(&client, "app").await;
     sim.faults().fail_next_deletes(1);
     sim.faults().vanish_next_operations(1);
     let DeleteStart::Started(token) = client.start_delete(&container).await.expect("DELETE") else {
@@ -492,11 +487,7 @@ async fn a_deletion_whose_resource_is_back_and_not_being_deleted_is_not_found() 
             output_resources: Vec::new()
         }
     );
-    let token = client
-        .start_deployment(&deployment("app-again", &template, "{}"))
-        .await
-        .expect("PUT");
-    poll_to_end(&client, &token).await;
+    deploy_app(&client, "app-again").await;
     assert_eq!(
         client.poll(&following).await.expect("poll"),
         PollOutcome::NotFound
