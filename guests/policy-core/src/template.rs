@@ -521,23 +521,19 @@ fn settle_or_deploy(
         return;
     }
 
-    // A resource the last deployment produced whose old DeploymentResource
-    // is still being deleted would be deleted again, behind the new
-    // deployment's back: wait until those deletions are over.
+    // No deployment while any of this template's DeploymentResources is
+    // still being deleted. Which resources a spec makes is known only once
+    // it is deployed; one it makes again while its old tracker's DELETE
+    // runs could be deleted behind its back, or its tracker would find it
+    // back and delete it again. So every deletion ends first.
     let draining = observation
         .owned_resources
         .iter()
-        .filter(|r| {
-            r.deletion_requested
-                && status
-                    .output_resources
-                    .iter()
-                    .any(|id| id.eq_ignore_ascii_case(&r.radius_id))
-        })
+        .filter(|r| r.deletion_requested)
         .count();
     if draining > 0 {
         let message = format!(
-            "waiting for {draining} DeploymentResources of resources this spec lists again to finish deleting before deploying"
+            "waiting for {draining} DeploymentResources being deleted to finish before deploying"
         );
         waiting_for_cleanup(status, generation, message, plan);
         plan.requeue(CLEANUP_RECHECK_MS);
