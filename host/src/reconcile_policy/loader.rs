@@ -20,8 +20,6 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
-
-use crate::controller::events::EventRecorders;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -31,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::crd::{BuiltinModule, PolicyModule, ReconcilePolicy, ReconcilePolicySpec};
 use super::registry::{Active, PolicyRegistry, Problem};
+use crate::controller::events::EventRecorders;
 use crate::policy::{self, LoadError, LoadedPolicy, PolicyEngine, embedded};
 
 /// Largest component fetched from a URL or a registry.
