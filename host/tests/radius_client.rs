@@ -88,6 +88,73 @@ async fn deploy_app(client: &RadiusClient, name: &str) {
 }
 
 #[tokio::test]
+async fn a_group_seen_lately_is_not_asked_for_again_and_one_gone_since_is_made_again() {
+    let sim = start_sim().await;
+    let client = client_for(&sim);
+    assert!(client.ensure_resource_group(GROUP).await.expect("group"));
+    let asked = sim.stats().requests;
+    assert!(!client.ensure_resource_group(GROUP).await.expect("group"));
+    assert!(
+        !client
+            .clone()
+            .ensure_resource_group(GROUP)
+            .await
+            .expect("group"),
+        "clones share what they know of groups"
+    );
+    assert_eq!(
+        sim.stats().requests,
+        asked,
+        "a group created lately is taken to exist without a request"
+    );
+
+    // The (empty) group is deleted behind the client's back.
+    let url = format!("{}{GROUP}?api-version=2023-10-01-preview", sim.base_url());
+    let deleted = reqwest::Client::new()
+        .delete(&url)
+        .send()
+        .await
+        .expect("DELETE the group");
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    assert_eq!(sim.stats().resource_groups, 0);
+
+    // Still taken to exist; the deployment's PUT finds it missing, the group
+    // is made again, and the PUT goes through.
+    assert!(!client.ensure_resource_group(GROUP).await.expect("group"));
+    let template = fixture_text("deploymenttemplate-outputresources-1.json");
+    let token = client
+        .start_deployment(&deployment("after-the-group-went", &template, "{}"))
+        .await
+        .expect("the PUT goes through once the group is made again");
+    assert_eq!(sim.stats().resource_groups, 1);
+    assert_eq!(
+        sim.stats().deployment_puts,
+        2,
+        "the PUT refused, then the one accepted"
+    );
+    assert!(matches!(
+        poll_to_end(&client, &token).await,
+        PollOutcome::Succeeded { .. }
+    ));
+
+    // A 404 to a PUT whose group was not taken on trust is not retried.
+    let other = client_for(&sim);
+    let missing = "/planes/radius/local/resourceGroups/never-made";
+    let refused = other
+        .start_deployment(&DeploymentRequest {
+            scope: missing,
+            ..deployment("no-group", &template, "{}")
+        })
+        .await
+        .expect_err("no such group");
+    assert!(
+        matches!(&refused, RadiusError::Arm { status: 404, .. }),
+        "{refused:?}"
+    );
+    assert_eq!(sim.stats().deployment_puts, 3);
+}
+
+#[tokio::test]
 async fn a_deployment_runs_to_success_and_lists_its_output_resources() {
     let sim = start_sim().await;
     let client = client_for(&sim);
@@ -309,9 +376,10 @@ async fn throttling_is_retried_after_the_advertised_delay() {
     );
     assert_eq!(sim.faults().counts().throttled, 2);
 
-    // A Retry-After longer than the client will wait goes back to the caller.
+    // A Retry-After longer than the client will wait goes back to the caller
+    // (a new client: this one knows the group now and would not ask).
     sim.faults().throttle_next(1, 60);
-    match client.ensure_resource_group(GROUP).await {
+    match client_for(&sim).ensure_resource_group(GROUP).await {
         Err(RadiusError::Throttled {
             status,
             retry_after,
@@ -358,8 +426,9 @@ async fn dropped_connections_are_retried() {
     );
     assert_eq!(sim.faults().counts().dropped_connections, 2);
 
+    // A new client: this one knows the group now and would not ask.
     sim.faults().drop_next_connections(100);
-    match client.ensure_resource_group(GROUP).await {
+    match client_for(&sim).ensure_resource_group(GROUP).await {
         Err(RadiusError::Unreachable { attempts, .. }) => {
             assert_eq!(attempts, quick_retries().attempts)
         }

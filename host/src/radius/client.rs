@@ -2,7 +2,9 @@
 //! request bounded by a timeout and retried with jittered backoff on 429,
 //! 5xx and connection failures, honouring `Retry-After`.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
@@ -100,13 +102,57 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     text.parse::<u64>().ok().map(Duration::from_secs)
 }
 
-/// Client for one Radius endpoint. Cheap to clone.
+/// How long a resource group found or created is taken to exist without
+/// asking Radius again: a fleet deploying into one group asks for it about
+/// once in this time instead of once per deployment. A group deleted in the
+/// meantime shows as a 404 to the deployment's PUT, which confirms the group
+/// again and PUTs once more ([`RadiusClient::start_deployment`]).
+pub const GROUP_CONFIRMED_FOR: Duration = Duration::from_secs(30);
+
+/// Resource groups kept in [`KnownGroups`] before the expired ones are
+/// dropped.
+const KNOWN_GROUPS_PRUNED_PAST: usize = 1024;
+
+/// The resource groups this client found or created lately, by scope, with
+/// when.
+#[derive(Debug, Default)]
+struct KnownGroups(Mutex<HashMap<String, Instant>>);
+
+impl KnownGroups {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn is_known(&self, scope: &str) -> bool {
+        self.lock()
+            .get(scope)
+            .is_some_and(|at| at.elapsed() < GROUP_CONFIRMED_FOR)
+    }
+
+    fn confirmed(&self, scope: &str) {
+        let mut known = self.lock();
+        if known.len() >= KNOWN_GROUPS_PRUNED_PAST {
+            known.retain(|_, at| at.elapsed() < GROUP_CONFIRMED_FOR);
+        }
+        known.insert(scope.to_string(), Instant::now());
+    }
+
+    fn forget(&self, scope: &str) -> bool {
+        self.lock().remove(scope).is_some()
+    }
+}
+
+/// Client for one Radius endpoint. Cheap to clone; clones share what they
+/// know of resource groups.
 #[derive(Clone)]
 pub struct RadiusClient {
     endpoint: Endpoint,
     http: reqwest::Client,
     retry: RetryPolicy,
     metrics: Option<Arc<Metrics>>,
+    groups: Arc<KnownGroups>,
 }
 
 impl std::fmt::Debug for RadiusClient {
@@ -126,6 +172,7 @@ impl RadiusClient {
             http,
             retry,
             metrics: None,
+            groups: Arc::default(),
         })
     }
 
@@ -147,10 +194,21 @@ impl RadiusClient {
     }
 
     /// Create the resource group named by `scope` unless it exists. Returns
-    /// true if it was created.
+    /// true if it was created. A group this client found or created within
+    /// [`GROUP_CONFIRMED_FOR`] is taken to exist without a request.
     pub async fn ensure_resource_group(&self, scope: &str) -> Result<bool, RadiusError> {
-        let scope =
+        let parsed =
             Scope::parse(scope).map_err(|e| RadiusError::invalid("scope", e.to_string()))?;
+        if self.groups.is_known(scope) {
+            return Ok(false);
+        }
+        let created = self.confirm_resource_group(&parsed).await?;
+        self.groups.confirmed(scope);
+        Ok(created)
+    }
+
+    /// Ask Radius for the group, and create it if it is missing.
+    async fn confirm_resource_group(&self, scope: &Scope) -> Result<bool, RadiusError> {
         let path = format!(
             "/planes/radius/{}/resourceGroups/{}?api-version={RESOURCE_API_VERSION}",
             scope.plane(),
@@ -241,9 +299,20 @@ impl RadiusClient {
             "mode": "Incremental",
         }});
         let what = format!("PUT deployment {resource_id}");
-        let answer = self
+        let mut answer = self
             .send(reqwest::Method::PUT, &path, Some(&body), &what)
             .await?;
+        // A 404 to the PUT: the scope is missing. If the group was only taken
+        // to exist (found or created a while ago), it went since: confirm it
+        // again (creating it) and PUT once more.
+        if answer.status == 404 && self.groups.forget(request.scope) {
+            tracing::info!(scope = %request.scope, "the resource group went since it was last seen; ensuring it again");
+            self.confirm_resource_group(&scope).await?;
+            self.groups.confirmed(request.scope);
+            answer = self
+                .send(reqwest::Method::PUT, &path, Some(&body), &what)
+                .await?;
+        }
         match answer.status {
             200..=202 => Ok(self.token(
                 OperationKind::Deployment,
