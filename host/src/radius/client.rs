@@ -138,10 +138,6 @@ impl KnownGroups {
         }
         known.insert(scope.to_string(), Instant::now());
     }
-
-    fn forget(&self, scope: &str) -> bool {
-        self.lock().remove(scope).is_some()
-    }
 }
 
 /// Client for one Radius endpoint. Cheap to clone; clones share what they
@@ -299,14 +295,16 @@ impl RadiusClient {
             "mode": "Incremental",
         }});
         let what = format!("PUT deployment {resource_id}");
+        let group_trusted = self.groups.is_known(request.scope);
         let mut answer = self
             .send(reqwest::Method::PUT, &path, Some(&body), &what)
             .await?;
         // A 404 to the PUT: the scope is missing. If the group was only taken
         // to exist (found or created a while ago), it went since: confirm it
         // again (creating it) and PUT once more.
-        if answer.status == 404 && self.groups.forget(request.scope) {
+        if answer.status == 404 && group_trusted {
             tracing::info!(scope = %request.scope, "the resource group went since it was last seen; ensuring it again");
+            self.groups.lock().remove(request.scope);
             self.confirm_resource_group(&scope).await?;
             self.groups.confirmed(request.scope);
             answer = self
