@@ -250,7 +250,7 @@ impl ControllerHost {
         // on it (`radwasm run`'s main thread): each reconcile the controllers
         // spawn then starts on the worker that spawned it, instead of waking
         // a worker from another thread. About a tenth less CPU
-        // (docs/benchmarks.md, "Runtime threads").
+        // (docs/benchmarks.md, "Controllers on a worker").
         let controllers =
             tokio::spawn(controller::run(self.ctx, self.options, shutdown, readiness));
         if let Err(error) = controllers.await
