@@ -138,6 +138,10 @@ impl KnownGroups {
         }
         known.insert(scope.to_string(), Instant::now());
     }
+
+    fn forget(&self, scope: &str) {
+        self.lock().remove(scope);
+    }
 }
 
 /// Client for one Radius endpoint. Cheap to clone; clones share what they
@@ -304,9 +308,8 @@ impl RadiusClient {
         // again (creating it) and PUT once more.
         if answer.status == 404 && group_trusted {
             tracing::info!(scope = %request.scope, "the resource group went since it was last seen; ensuring it again");
-            self.groups.lock().remove(request.scope);
-            self.confirm_resource_group(&scope).await?;
-            self.groups.confirmed(request.scope);
+            self.groups.forget(request.scope);
+            self.ensure_resource_group(request.scope).await?;
             answer = self
                 .send(reqwest::Method::PUT, &path, Some(&body), &what)
                 .await?;
