@@ -501,13 +501,24 @@ fn log_guest<P>(decision: &Decision<P>) {
     }
 }
 
-/// Ask the guest off the async workers, on tokio's blocking pool. A guest
-/// may burn its whole fuel budget before it is stopped, which must not stall
-/// the watches; and WASI's synchronous host calls (a trapping Rust guest
-/// writes its panic message to stderr) block on the runtime, which tokio only
-/// allows outside its worker threads. Gives back the observation for the
-/// guard rails and how long the decision took; an error only if the decision
-/// task itself panicked (a host bug), which fails this one object.
+/// Fuel a decision may burn on the async worker that reconciles before it is
+/// moved to tokio's blocking pool: about a tenth of a millisecond of guest
+/// code here, over ten times what a decision of the default policy uses.
+const WORKER_FUEL: u64 = 1_000_000;
+
+/// Ask the guest. A decision is short, and handing it to another thread and
+/// back costs more than deciding, so it runs where the reconcile runs, on
+/// an async worker, first with at most [`WORKER_FUEL`]: a worker is held
+/// that long at most. A guest that needs more is stopped there and asked
+/// again from the start on the blocking pool with its whole budget (a guest
+/// is a pure function of its observation, so it decides the same; it may
+/// burn that budget without stalling the watches). A guest that imports
+/// WASI always decides on the blocking pool: WASI's synchronous host calls
+/// (a trapping Rust guest writes its panic message to stderr) block on the
+/// runtime, which tokio only allows outside its workers. Gives back the
+/// observation for the guard rails and how long the decision took; an
+/// error only if the decision task itself panicked (a host bug), which
+/// fails this one object.
 async fn decide<O, P>(
     policy: &LoadedPolicy,
     observation: O,
@@ -517,9 +528,21 @@ where
     O: Send + 'static,
     P: Send + 'static,
 {
+    let started = Instant::now();
+    if !policy.uses_wasi() {
+        let decision = ask(&policy.with_fuel(WORKER_FUEL), &observation);
+        let needs_more = matches!(decision, Err(DecisionError::OutOfFuel { .. }))
+            && policy.limits().fuel > WORKER_FUEL;
+        if !needs_more {
+            return Ok((decision, observation, started.elapsed()));
+        }
+        tracing::debug!(
+            policy = %policy.display_name(),
+            "the decision needs more than {WORKER_FUEL} fuel; deciding again on the blocking pool"
+        );
+    }
     let guest = policy.clone();
     tokio::task::spawn_blocking(move || {
-        let started = Instant::now();
         let decision = ask(&guest, &observation);
         (decision, observation, started.elapsed())
     })
@@ -597,5 +620,90 @@ fn display_name(policy: &PolicyRef) -> String {
         policy.name.clone()
     } else {
         format!("{}@{}", policy.name, policy.version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Limits, PolicyEngine, embedded};
+
+    /// A new template (nothing deployed yet, so the policy reads the whole
+    /// template) of `containers` containers.
+    fn new_template(containers: usize) -> model::TemplateObservation {
+        let resources: serde_json::Map<String, serde_json::Value> = (0..containers)
+            .map(|i| {
+                let resource = serde_json::json!({
+                    "import": "Radius",
+                    "type": "Applications.Core/containers@2023-10-01-preview",
+                    "properties": {
+                        "name": format!("worker-{i}"),
+                        "properties": {"container": {"image": "ghcr.io/radius-project/samples/demo:0.0"}}
+                    }
+                });
+                (format!("c{i}"), resource)
+            })
+            .collect();
+        let template = serde_json::json!({
+            "languageVersion": "2.1-experimental",
+            "imports": {"Radius": {"provider": "Radius", "version": "latest"}},
+            "resources": resources,
+        });
+        serde_json::from_value(serde_json::json!({
+            "meta": {
+                "name": "big",
+                "namespace": "default",
+                "uid": "u-1",
+                "generation": 1,
+                "finalizers": [model::TEMPLATE_FINALIZER],
+            },
+            "spec": {
+                "template": template.to_string(),
+                "parameters": "{}",
+                "providerConfig": r#"{"radius": {"type": "radius", "value": {"scope": "/planes/radius/local/resourceGroups/default"}}}"#,
+            },
+            "specHash": "h-1",
+        }))
+        .expect("a template observation")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_decision_that_outgrows_the_worker_is_decided_again_with_the_whole_budget() {
+        let engine = PolicyEngine::new(Limits::default()).expect("engine");
+        let policy = embedded::load_default(&engine).expect("the default policy");
+        assert!(!policy.uses_wasi(), "the default policy imports no WASI");
+        let ask: fn(
+            &LoadedPolicy,
+            &model::TemplateObservation,
+        ) -> Result<Decision<model::TemplatePlan>, DecisionError> = LoadedPolicy::decide_template;
+
+        let small = new_template(3);
+        let (decided, _, _) = decide(&policy, small.clone(), ask).await.expect("decided");
+        let decided = decided.expect("a plan");
+        assert!(decided.fuel_used < WORKER_FUEL, "{}", decided.fuel_used);
+        assert_eq!(decided.plan, ask(&policy, &small).expect("a plan").plan);
+
+        // Reading 3,000 containers takes more fuel than a worker gives.
+        let large = new_template(3_000);
+        let direct = ask(&policy, &large).expect("decided with the whole budget");
+        assert!(direct.fuel_used > WORKER_FUEL, "{}", direct.fuel_used);
+        let (decided, _, _) = decide(&policy, large.clone(), ask).await.expect("decided");
+        let decided = decided.expect("decided again off the worker");
+        assert_eq!(decided.plan, direct.plan);
+        assert_eq!(decided.fuel_used, direct.fuel_used);
+
+        // The budget stays the policy's own: half of what it needs is out of
+        // fuel, reported against that budget.
+        let short = direct.fuel_used / 2;
+        let (decided, _, _) = decide(&policy.with_fuel(short), large, ask)
+            .await
+            .expect("decided");
+        match decided {
+            Err(DecisionError::OutOfFuel { fuel, .. }) => assert_eq!(fuel, short),
+            other => panic!(
+                "expected out of fuel at {short}, got {:?}",
+                other.map(|d| d.plan)
+            ),
+        }
     }
 }

@@ -230,6 +230,10 @@ impl PolicyEngine {
             detail: format!("{error:#}"),
         };
         let exports = Exports::new(&instance_pre, worlds).map_err(incompatible)?;
+        let uses_wasi = component
+            .component_type()
+            .imports(&self.inner.engine)
+            .any(|(name, _)| name.starts_with("wasi:"));
 
         let mut policy = LoadedPolicy {
             limits: DecisionLimits {
@@ -249,6 +253,7 @@ impl PolicyEngine {
                 },
                 instance_pre,
                 exports,
+                uses_wasi,
             }),
         };
         // Validate at load time, not on first use: `describe` must answer
@@ -356,6 +361,7 @@ struct LoadedInner {
     description: model::Description,
     instance_pre: InstancePre<SandboxState>,
     exports: Exports,
+    uses_wasi: bool,
 }
 
 /// Where a guest's exports are, for the contract version it was built
@@ -461,6 +467,25 @@ impl LoadedPolicy {
                 memory_bytes: memory_bytes.map_or(caps.memory_bytes, |m| m.min(caps.memory_bytes)),
             },
         }
+    }
+
+    /// The same policy with at most `fuel` for each decision; never more
+    /// than its own budget, and the same memory cap.
+    pub fn with_fuel(&self, fuel: u64) -> LoadedPolicy {
+        LoadedPolicy {
+            inner: self.inner.clone(),
+            limits: DecisionLimits {
+                fuel: fuel.min(self.limits.fuel),
+                ..self.limits
+            },
+        }
+    }
+
+    /// Whether the guest imports any WASI interface. One that imports none
+    /// can make no host call that blocks (WASI's synchronous calls wait on
+    /// the async runtime), so it may decide on an async worker.
+    pub fn uses_wasi(&self) -> bool {
+        self.inner.uses_wasi
     }
 
     /// `name@version`, as shown in status and logs.
