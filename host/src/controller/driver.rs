@@ -502,8 +502,8 @@ fn log_guest<P>(decision: &Decision<P>) {
 }
 
 /// Fuel a decision may burn on the async worker that reconciles before it is
-/// moved to tokio's blocking pool: about a tenth of a millisecond of guest
-/// code here, over ten times what a decision of the default policy uses.
+/// moved to tokio's blocking pool: about 0.15 ms of guest code, over ten
+/// times what a decision of the default policy uses.
 const WORKER_FUEL: u64 = 1_000_000;
 
 /// Ask the guest. A decision is short, and handing it to another thread and
