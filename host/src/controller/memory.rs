@@ -43,6 +43,9 @@ struct Entry {
     superseded: Vec<String>,
     /// The version the controller's last write left.
     last_written: Option<String>,
+    /// Every version the controller's writes of the current plan left
+    /// (the last included), until a decision sees the last one.
+    written: Vec<String>,
     /// Children created (or being created) whose creation the watch has not
     /// shown yet, each with when to stop waiting for it.
     expected: Vec<(String, Instant)>,
@@ -63,6 +66,7 @@ impl Entry {
             paced: None,
             superseded: Vec::new(),
             last_written: None,
+            written: Vec::new(),
             expected: Vec::new(),
             drift_due: None,
             missing_seen: None,
@@ -75,6 +79,7 @@ impl Entry {
             && self.paced.is_none()
             && self.superseded.is_empty()
             && self.last_written.is_none()
+            && self.written.is_empty()
             && self.expected.is_empty()
             && self.drift_due.is_none()
             && self.missing_seen.is_none()
@@ -312,7 +317,27 @@ impl ObjectMemory {
             }
             let surplus = entry.superseded.len().saturating_sub(MAX_SUPERSEDED);
             entry.superseded.drain(..surplus);
+            entry.written.push(written);
+            let surplus = entry.written.len().saturating_sub(MAX_SUPERSEDED);
+            entry.written.drain(..surplus);
         });
+    }
+
+    /// True if `resource_version` is one a write of the controller left. A
+    /// write is made with the version its plan was decided on as its
+    /// precondition, so the watch event showing that version brings nothing
+    /// but the write itself, which the plan already accounted for (and it
+    /// asked when to look again): such an event starts no reconcile.
+    pub fn written_by_controller(&self, key: &str, resource_version: Option<&str>) -> bool {
+        let Some(version) = resource_version else {
+            return false;
+        };
+        let Ok(entries) = self.entries.lock() else {
+            return false;
+        };
+        entries
+            .get(key)
+            .is_some_and(|entry| entry.written.iter().any(|written| written == version))
     }
 
     /// True if `resource_version` is one the controller's own writes have
@@ -325,7 +350,7 @@ impl ObjectMemory {
         let Some(entry) = entries.get_mut(key) else {
             return false;
         };
-        if entry.superseded.is_empty() {
+        if entry.superseded.is_empty() && entry.written.is_empty() {
             return false;
         }
         let stale = resource_version
@@ -333,6 +358,7 @@ impl ObjectMemory {
         if !stale {
             entry.superseded.clear();
             entry.last_written = None;
+            entry.written.clear();
             if entry.is_empty() {
                 entries.remove(key);
             }
@@ -429,6 +455,38 @@ mod tests {
         // Someone else's later write also ends the wait.
         memory.wrote("a", Some("20"), Some("21".into()));
         assert!(!memory.is_stale("a", Some("25")));
+        assert!(memory.is_empty());
+    }
+
+    #[test]
+    fn the_versions_a_plan_wrote_are_known_as_its_own_until_its_last_is_seen() {
+        let memory = ObjectMemory::default();
+        // Decided on 10 (a user's version): a finalizer (11), a status
+        // written ahead (12), the plan's status (13).
+        memory.wrote("a", Some("10"), Some("11".into()));
+        memory.wrote("a", Some("10"), Some("12".into()));
+        memory.wrote("a", Some("10"), Some("13".into()));
+        for own in ["11", "12", "13"] {
+            assert!(memory.written_by_controller("a", Some(own)), "{own}");
+        }
+        assert!(
+            !memory.written_by_controller("a", Some("10")),
+            "the version decided on is not the controller's"
+        );
+        assert!(
+            !memory.written_by_controller("a", Some("14")),
+            "a later one"
+        );
+        assert!(!memory.written_by_controller("a", None));
+        assert!(
+            !memory.written_by_controller("b", Some("11")),
+            "another object"
+        );
+        assert!(!memory.is_stale("a", Some("13")), "the last write is seen");
+        assert!(
+            !memory.written_by_controller("a", Some("11")),
+            "and forgotten"
+        );
         assert!(memory.is_empty());
     }
 

@@ -304,6 +304,23 @@ fn user_changes<K: Resource + 'static>() -> impl Predicate<K> + Send + 'static {
         .combine(deletion::<K>)
 }
 
+/// The controller's own metadata writes (the finalizer a plan adds) pass
+/// the predicate as a user's change would. The plan that made such a write
+/// decided with it in mind and asked when to look again, so the watch event
+/// showing the version it left starts no reconcile; what a user changes
+/// after it is a newer version, and does.
+fn not_written_by_controller<K: driver::Reconciled>(
+    ctx: Arc<Context>,
+) -> impl FnMut(&K) -> std::future::Ready<bool> + Send + 'static {
+    move |object| {
+        let version = object.meta().resource_version.as_deref();
+        std::future::ready(
+            !ctx.memory
+                .written_by_controller(&driver::key(object), version),
+        )
+    }
+}
+
 /// What is remembered of an object (error backoff, pacing, its last status
 /// write) goes as soon as its watch says it was deleted, rather than when it
 /// idles out. (An object deleted while the watch was re-listing is not
@@ -399,7 +416,8 @@ pub async fn run(
             }
         })
         .applied_objects()
-        .predicate_filter(user_changes(), Default::default());
+        .predicate_filter(user_changes(), Default::default())
+        .try_filter(not_written_by_controller(ctx.clone()));
     let (resource_store, resource_writer) = reflector::store();
     let resource_trigger = watcher(resources, watched)
         .default_backoff()
@@ -425,7 +443,8 @@ pub async fn run(
             }
         })
         .applied_objects()
-        .predicate_filter(user_changes(), Default::default());
+        .predicate_filter(user_changes(), Default::default())
+        .try_filter(not_written_by_controller(ctx.clone()));
 
     let _ = ctx.caches.set(Caches {
         templates: template_store.clone(),
