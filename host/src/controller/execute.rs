@@ -632,8 +632,9 @@ async fn create_resource(
         // Created by an earlier reconcile whose result we had not seen yet,
         // or another template's, for the same Radius resource.
         Err(kube::Error::Api(response)) if response.code == 409 => {
-            claimed_by_another(ctx, object, create)
-                .inspect_err(|_| ctx.memory.created_seen(&key, &create.name))
+            claimed_by_another(ctx, object, create).inspect_err(|_| {
+                ctx.memory.created_seen(&key, &create.name);
+            })
         }
         Err(source) => {
             ctx.memory.created_seen(&key, &create.name);

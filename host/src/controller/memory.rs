@@ -244,8 +244,14 @@ impl ObjectMemory {
 
     /// The watch showed the child `name` of the object `key` (created,
     /// changed or deleted), or its create failed: stop waiting for it.
-    pub fn created_seen(&self, key: &str, name: &str) {
-        self.with_existing(key, |entry| entry.expected.retain(|(n, _)| n != name));
+    /// True if it was awaited.
+    pub fn created_seen(&self, key: &str, name: &str) -> bool {
+        self.with_existing(key, |entry| {
+            let before = entry.expected.len();
+            entry.expected.retain(|(n, _)| n != name);
+            entry.expected.len() < before
+        })
+        .unwrap_or(false)
     }
 
     /// Whether the object still waits for the watch to show a child it
@@ -507,7 +513,8 @@ mod tests {
         memory.expect_created("t", "t-b");
         memory.expect_created("t", "t-c");
         assert!(memory.awaits_created("t", none));
-        memory.created_seen("t", "t-a");
+        assert!(memory.created_seen("t", "t-a"), "t-a was awaited");
+        assert!(!memory.created_seen("t", "t-a"), "and is no longer");
         assert!(memory.awaits_created("t", none), "t-b is not seen yet");
         memory.created_seen("t", "t-b");
         assert!(memory.awaits_created("t", none), "nor t-c");

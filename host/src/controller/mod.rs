@@ -338,26 +338,37 @@ fn forget_deleted<K: driver::Reconciled>(
 
 /// A `DeploymentResource` the watch shows (created, changed or deleted)
 /// satisfies its owner template's expectation of it
-/// ([`ObjectMemory::expect_created`]).
-fn created_children_seen(
+/// ([`ObjectMemory::expect_created`]), and wakes the templates it names as
+/// owners: any change to it (its status included) or its deletion may
+/// change what they decide. Except the creation a template's own plan made:
+/// that plan created it knowingly, so its watch event (the one that meets
+/// the expectation) wakes no one, just as the controller's own writes to
+/// the template do not; the resource's first status write does.
+fn resource_seen(
     ctx: Arc<Context>,
+    owners: tokio::sync::mpsc::UnboundedSender<ObjectRef<DeploymentTemplate>>,
 ) -> impl Fn(&watcher::Event<DeploymentResource>) + Send + 'static {
     move |event| {
-        let resource = match event {
-            watcher::Event::Apply(r) | watcher::Event::InitApply(r) | watcher::Event::Delete(r) => {
-                r
-            }
+        let (resource, created) = match event {
+            watcher::Event::Apply(r) | watcher::Event::InitApply(r) => (r, true),
+            watcher::Event::Delete(r) => (r, false),
             watcher::Event::Init | watcher::Event::InitDone => return,
         };
         let namespace = resource.namespace().unwrap_or_default();
         for owner in resource.owner_references() {
-            if owner.controller == Some(true) && owner.kind == DeploymentTemplate::kind(&()) {
+            if owner.kind != DeploymentTemplate::kind(&()) {
+                continue;
+            }
+            let expected = owner.controller == Some(true) && {
                 let key = format!(
                     "{}:{namespace}/{}",
                     <DeploymentTemplate as driver::Reconciled>::KIND,
                     owner.name
                 );
-                ctx.memory.created_seen(&key, &resource.name_any());
+                ctx.memory.created_seen(&key, &resource.name_any())
+            };
+            if !(expected && created) {
+                let _ = owners.send(ObjectRef::new(&owner.name).within(&namespace));
             }
         }
     }
@@ -429,19 +440,7 @@ pub async fn run(
             let ctx = ctx.clone();
             move |event| ctx.owners.observe(event)
         })
-        .inspect_ok(created_children_seen(ctx.clone()))
-        // Any change to a resource (its status included), or its deletion,
-        // wakes the templates it names as owners.
-        .inspect_ok(move |event| {
-            if let Some(resource) = touched(event) {
-                let namespace = resource.namespace().unwrap_or_default();
-                for owner in resource.owner_references() {
-                    if owner.kind == DeploymentTemplate::kind(&()) {
-                        let _ = owners_tx.send(ObjectRef::new(&owner.name).within(&namespace));
-                    }
-                }
-            }
-        })
+        .inspect_ok(resource_seen(ctx.clone(), owners_tx))
         .applied_objects()
         .predicate_filter(user_changes(), Default::default())
         .try_filter(not_written_by_controller(ctx.clone()));
