@@ -738,3 +738,33 @@ async fn an_edit_the_lagging_watch_has_not_shown_yet_is_decided_on_not_failed() 
     assert!(failed.is_empty(), "{failed:?}\n{}", system.logs());
     system.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_costs_two_status_writes() {
+    // The deployment is recorded in status before it is sent, together with
+    // everything the plan says (phase, message, Ready): that one write
+    // stands while Radius deploys (the operation's own URLs, from the PUT's
+    // answer, are kept in memory). The second write is Ready.
+    let system = System::start_with(&[], Duration::from_secs(1)).await;
+    let statuses = watch_statuses(&system, "app");
+    system.create(&app_template("app")).await;
+    system.wait_phase("app", "Ready").await;
+    let metrics = system.metrics().await;
+    let writes = crate::harness::metric_sum(
+        &metrics,
+        r#"radwasm_kube_requests_total{verb="patch",resource="deploymenttemplates/status",code="2"#,
+    );
+    assert_eq!(writes, 2.0, "status writes:\n{metrics}\n{}", system.logs());
+    assert_eq!(system.radius().stats().deployment_puts, 1);
+    // While it ran, status said it was deploying this generation.
+    let seen = statuses.0.lock().expect("statuses").clone();
+    assert!(
+        seen.iter()
+            .any(|(generation, _, phase, ready, _)| *generation == 1
+                && phase == "Updating"
+                && ready == "False"),
+        "{seen:?}"
+    );
+    statuses.1.abort();
+    system.shutdown().await;
+}

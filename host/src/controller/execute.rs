@@ -64,7 +64,11 @@ pub async fn template_plan(
     // The object's version on the server as far as this plan knows: the one
     // decided on, or the one our finalizer write made.
     let mut version = object.resource_version();
-    for action in actions {
+    // The status written ahead of a deployment, if the plan's own status
+    // updates went with it: those are folded in already, and if nothing
+    // else changes the patch, the final write would repeat it.
+    let mut written_ahead: Option<StatusPatch> = None;
+    for (index, action) in actions.iter().enumerate() {
         match action {
             TemplateAction::AddFinalizer => {
                 match set_finalizer(ctx, object, TEMPLATE_FINALIZER, true).await? {
@@ -95,9 +99,13 @@ pub async fn template_plan(
                     version: version.as_deref(),
                     deployments: &mut deployments,
                     patch: &mut patch,
+                    rest: &actions[index + 1..],
+                    current: &current,
+                    spec: &spec,
+                    policy,
                 };
                 match start_deployment(ctx, object, observation, deployment).await? {
-                    Started::Recorded => {}
+                    Started::Recorded { ahead } => written_ahead = ahead,
                     Started::Refused => executed.mutation_failed = true,
                     Started::ObjectMoved => return Ok(executed.object_moved()),
                 }
@@ -112,10 +120,17 @@ pub async fn template_plan(
                     executed.mutation_failed = true;
                 }
             }
+            TemplateAction::SetStatus(_) if written_ahead.is_some() => {}
             TemplateAction::SetStatus(update) => patch.template_update(&current, update, &spec),
             TemplateAction::EmitEvent(event) => emit(ctx, object, event).await,
             TemplateAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
         }
+    }
+    let mut named = patch.clone();
+    named.policy = Some(Some(policy.clone()));
+    if written_ahead.as_ref() == Some(&named) {
+        // The status written ahead of the deployment says all of it.
+        return Ok(executed);
     }
     finish_status(ctx, object, policy, patch, finalizer_removed).await?;
     Ok(executed)
@@ -416,8 +431,9 @@ async fn ensure_resource_group(
 /// How starting a deployment went.
 enum Started {
     /// Started (or found running); its operation is in the plan's status
-    /// patch.
-    Recorded,
+    /// patch. `ahead`: the whole patch the plan writes, as written before
+    /// the PUT, when it went with the deployment's record.
+    Recorded { ahead: Option<StatusPatch> },
     /// Radius refused it; the refusal is recorded in status.
     Refused,
     /// The object on the API server is newer than the one decided on (the
@@ -434,6 +450,11 @@ struct Deployment<'a> {
     deployments: &'a mut Vec<String>,
     /// The plan's status patch, written when the plan ends.
     patch: &'a mut StatusPatch,
+    /// The plan's actions after this one.
+    rest: &'a [TemplateAction],
+    current: &'a Current<'a>,
+    spec: &'a DeployedSpec<'a>,
+    policy: &'a PolicyRef,
 }
 
 /// PUT the deployment the plan names, and record its operation.
@@ -458,6 +479,10 @@ async fn start_deployment(
         version,
         deployments,
         patch,
+        rest,
+        current,
+        spec,
+        policy,
     } = deployment;
     let deployment_id = format!(
         "{}/providers/Microsoft.Resources/deployments/{}",
@@ -485,8 +510,29 @@ async fn start_deployment(
         let surplus = deployments.len().saturating_sub(MAX_DEPLOYMENT_RECORDS);
         deployments.drain(..surplus);
     }
-    let mut ahead = StatusPatch::default();
-    record_deployment(&mut ahead, &follow, deployments);
+    // What the plan's status ends as if the deployment starts: what it
+    // folded so far, the record, then its later status updates. Written
+    // ahead whole, it is the plan's only status write; unless those updates
+    // drop the record (a policy clearing the operation it starts), which
+    // must still be written ahead, so then only the record is.
+    let decided = patch.clone();
+    let mut whole = patch.clone();
+    record_deployment(&mut whole, &follow, deployments);
+    let recorded = whole.operation.clone();
+    for action in rest {
+        if let TemplateAction::SetStatus(update) = action {
+            whole.template_update(current, update, spec);
+        }
+    }
+    let keeps_record = whole.operation == recorded;
+    let ahead = if keeps_record {
+        whole.policy = Some(Some(policy.clone()));
+        whole.clone()
+    } else {
+        let mut record = StatusPatch::default();
+        record_deployment(&mut record, &follow, deployments);
+        record
+    };
     match version {
         Some(version) => {
             if !write_status_at(ctx, object, &ahead, version).await? {
@@ -495,13 +541,20 @@ async fn start_deployment(
         }
         None => write_status(ctx, object, &key(object), &ahead).await?,
     }
-    // What the write ahead said stays in the plan's patch until the PUT's
-    // own token replaces it.
-    let decided = patch.clone();
-    record_deployment(patch, &follow, deployments);
+    // What the write ahead said stays in the plan's patch.
+    let recorded = |patch: &mut StatusPatch| {
+        if keeps_record {
+            *patch = whole.clone();
+            patch.policy = None;
+            Started::Recorded { ahead: Some(whole) }
+        } else {
+            record_deployment(patch, &follow, deployments);
+            Started::Recorded { ahead: None }
+        }
+    };
     if recorded_before && running_in_radius(ctx, &deployment_id).await? {
         tracing::info!(deployment = %deployment_id, "deployment already running in Radius; following it");
-        return Ok(Started::Recorded);
+        return Ok(recorded(patch));
     }
     let request = DeploymentRequest {
         scope: &start.scope,
@@ -521,7 +574,7 @@ async fn start_deployment(
         }) if code == DEPLOYMENT_ACTIVE => {
             // Exactly the deployment the plan named is running: follow it.
             tracing::info!(deployment = %deployment_id, "deployment already active; following it");
-            return Ok(Started::Recorded);
+            return Ok(recorded(patch));
         }
         Err(error) => {
             tracing::info!(error = %error, "Radius refused the deployment");
@@ -533,10 +586,14 @@ async fn start_deployment(
         }
     };
     // The operation's own URLs, which are cheaper to poll than the
-    // deployment, go with the plan's status write. If that write is lost,
-    // the record written ahead is followed instead.
-    record_deployment(patch, &token, deployments);
-    Ok(Started::Recorded)
+    // deployment, are remembered beside the record written ahead (and
+    // polled while it stands). A restarted controller, or another
+    // replica, follows the record instead.
+    if token != follow {
+        ctx.memory
+            .started_operation(&key(object), follow.encode(), token);
+    }
+    Ok(recorded(patch))
 }
 
 /// Put in `patch` the deployment to follow by `token`, and the template's

@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::radius::ResumeToken;
+
 /// Entries untouched for this long are forgotten.
 pub const IDLE_TTL: Duration = Duration::from_secs(15 * 60);
 /// Default cap on the number of objects remembered.
@@ -56,6 +58,9 @@ struct Entry {
     missing_seen: Option<k8s_openapi::jiff::Timestamp>,
     /// The inputs of the last decision, when it left nothing to do.
     settled_on: Option<u64>,
+    /// The operation a deployment the controller sent started, as Radius
+    /// answered, by the record written in status before it was sent.
+    operation: Option<(String, ResumeToken)>,
 }
 
 impl Entry {
@@ -71,6 +76,7 @@ impl Entry {
             drift_due: None,
             missing_seen: None,
             settled_on: None,
+            operation: None,
         }
     }
 
@@ -84,6 +90,7 @@ impl Entry {
             && self.drift_due.is_none()
             && self.missing_seen.is_none()
             && self.settled_on.is_none()
+            && self.operation.is_none()
     }
 }
 
@@ -218,6 +225,34 @@ impl ObjectMemory {
         let entries = self.entries.lock().ok()?;
         let due = entries.get(key)?.drift_due?;
         Some(due.saturating_duration_since(Instant::now()))
+    }
+
+    /// A deployment sent for the object started the operation `token`;
+    /// status records it (written before it was sent) as `recorded`, which
+    /// follows the deployment by its id. While that record stands, the
+    /// operation's own URLs are polled instead. Losing this (a restart)
+    /// only means polling the deployment itself.
+    pub fn started_operation(&self, key: &str, recorded: String, token: ResumeToken) {
+        self.with(key, |entry| entry.operation = Some((recorded, token)));
+    }
+
+    /// The operation to poll for the record `recorded` in the object's
+    /// status, if one was remembered for that record; one remembered for
+    /// another record (the operation ended, another began) is forgotten.
+    /// `None` for no record in status.
+    pub fn operation_for(&self, key: &str, recorded: Option<&str>) -> Option<ResumeToken> {
+        self.with_existing(key, |entry| {
+            match (&entry.operation, recorded) {
+                (Some((remembered, token)), Some(recorded)) if remembered == recorded => {
+                    return Some(token.clone());
+                }
+                (None, _) => return None,
+                _ => {}
+            }
+            entry.operation = None;
+            None
+        })
+        .flatten()
     }
 
     /// The object is gone from the API server: nothing about it is needed
@@ -494,6 +529,45 @@ mod tests {
             "and forgotten"
         );
         assert!(memory.is_empty());
+    }
+
+    #[test]
+    fn an_operations_urls_are_polled_only_while_its_record_stands() {
+        let memory = ObjectMemory::default();
+        let token = |async_operation: Option<&str>| ResumeToken {
+            kind: crate::radius::OperationKind::Deployment,
+            resource_id:
+                "/planes/radius/local/resourceGroups/g/providers/Microsoft.Resources/deployments/d"
+                    .into(),
+            async_operation: async_operation.map(str::to_string),
+            location: None,
+            subject: "hash".into(),
+            rejected: None,
+        };
+        let record = token(None).encode();
+        let started = token(Some(
+            "/planes/radius/local/providers/System.Resources/locations/global/operationStatuses/1",
+        ));
+        assert_eq!(
+            memory.operation_for("t", Some(&record)),
+            None,
+            "nothing remembered"
+        );
+        memory.started_operation("t", record.clone(), started.clone());
+        assert_eq!(
+            memory.operation_for("t", Some(&record)),
+            Some(started.clone())
+        );
+        assert_eq!(
+            memory.operation_for("t", Some(&record)),
+            Some(started),
+            "for as long as the record stands"
+        );
+        assert_eq!(memory.operation_for("t", None), None, "the operation ended");
+        assert!(memory.is_empty(), "and is forgotten");
+        memory.started_operation("t", record.clone(), token(Some("/op/2")));
+        assert_eq!(memory.operation_for("t", Some("another record")), None);
+        assert_eq!(memory.operation_for("t", Some(&record)), None, "forgotten");
     }
 
     #[test]

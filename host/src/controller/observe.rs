@@ -120,6 +120,7 @@ pub async fn template(
     let status = object.status.clone().unwrap_or_default();
     let operation = operation(
         ctx,
+        &super::driver::key(object),
         status.operation.as_ref(),
         status.failed_request.as_ref(),
     )
@@ -313,6 +314,7 @@ pub async fn resource(
     let status = object.status.clone().unwrap_or_default();
     let operation = operation(
         ctx,
+        &super::driver::key(object),
         status.operation.as_ref(),
         status.failed_request.as_ref(),
     )
@@ -339,11 +341,17 @@ pub async fn resource(
 /// that failed.
 async fn operation(
     ctx: &Context,
+    key: &str,
     recorded: Option<&ResourceOperation>,
     failed: Option<&FailedRequest>,
 ) -> Option<model::OperationObservation> {
+    // The operation's URLs Radius gave when the controller started it,
+    // while status still records that operation (else forgotten).
+    let remembered = ctx
+        .memory
+        .operation_for(key, recorded.map(|r| r.resume_token.as_str()));
     match (recorded, failed) {
-        (Some(recorded), _) => Some(poll(ctx, recorded).await),
+        (Some(recorded), _) => Some(poll(ctx, recorded, remembered).await),
         (None, Some(failed)) => {
             let deletion = failed.operation_kind == "DELETE";
             Some(model::OperationObservation {
@@ -367,9 +375,14 @@ async fn operation(
     }
 }
 
-/// Poll the recorded operation once and say what it is doing.
-async fn poll(ctx: &Context, recorded: &ResourceOperation) -> model::OperationObservation {
-    let token = match ResumeToken::decode(&recorded.resume_token) {
+/// Poll the recorded operation once (through `remembered`, if given) and
+/// say what it is doing.
+async fn poll(
+    ctx: &Context,
+    recorded: &ResourceOperation,
+    remembered: Option<ResumeToken>,
+) -> model::OperationObservation {
+    let token = match remembered.map_or_else(|| ResumeToken::decode(&recorded.resume_token), Ok) {
         Ok(token) => token,
         Err(problem) => {
             tracing::warn!(%problem, "dropping an unreadable operation record");
