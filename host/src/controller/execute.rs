@@ -217,6 +217,28 @@ fn api<K: Reconciled>(ctx: &Context, object: &K) -> Api<K> {
     Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default())
 }
 
+/// Send a write built by kube's request builder for `api`, and read back
+/// only the version it left. kube's typed calls decode the whole object the
+/// API server answers with (a template carries its ARM template twice, in
+/// spec and in status); the controller needs only its new resourceVersion,
+/// and the watch brings the object anyway.
+async fn send_write<K: Reconciled>(
+    ctx: &Context,
+    api: &Api<K>,
+    build: impl FnOnce(
+        &kube::core::Request,
+    ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+) -> Result<Option<String>, kube::Error> {
+    #[derive(serde::Deserialize)]
+    struct Written {
+        metadata: ObjectMeta,
+    }
+    let request =
+        build(&kube::core::Request::new(api.resource_url())).map_err(kube::Error::BuildRequest)?;
+    let written: Written = ctx.client.request(request).await?;
+    Ok(written.metadata.resource_version)
+}
+
 /// What a finalizer write did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Finalizer {
@@ -254,13 +276,11 @@ pub async fn set_finalizer<K: Reconciled>(
         "finalizers": finalizers,
         "resourceVersion": object.resource_version(),
     }});
-    let written = match api(ctx, object)
-        .patch(
-            &object.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
+    let name = object.name_any();
+    let written = match send_write(ctx, &api(ctx, object), |request| {
+        request.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+    })
+    .await
     {
         Ok(written) => written,
         Err(kube::Error::Api(response)) if response.code == 409 => {
@@ -296,10 +316,10 @@ pub async fn set_finalizer<K: Reconciled>(
         ctx.memory.wrote(
             &key(object),
             object.resource_version().as_deref(),
-            written.resource_version(),
+            written.clone(),
         );
     }
-    Ok(Finalizer::Written(written.resource_version()))
+    Ok(Finalizer::Written(written))
 }
 
 /// Merge-patch the status subresource (see `patch_status`); nothing is
@@ -347,18 +367,18 @@ async fn patch_status<K: Reconciled>(
     key: &str,
     body: Value,
 ) -> Result<(), kube::Error> {
-    let written = api(ctx, object)
-        .patch_status(
-            &object.name_any(),
+    let name = object.name_any();
+    let written = send_write(ctx, &api(ctx, object), |request| {
+        request.patch_subresource(
+            "status",
+            &name,
             &PatchParams::default(),
             &Patch::Merge(&body),
         )
-        .await?;
-    ctx.memory.wrote(
-        key,
-        object.meta().resource_version.as_deref(),
-        written.resource_version(),
-    );
+    })
+    .await?;
+    ctx.memory
+        .wrote(key, object.meta().resource_version.as_deref(), written);
     Ok(())
 }
 
@@ -684,7 +704,15 @@ async fn create_resource(
     // Until the watch shows it, this template's next decision waits.
     let key = super::driver::key(object);
     ctx.memory.expect_created(&key, &create.name);
-    match resources.create(&PostParams::default(), &resource).await {
+    let created = serde_json::to_vec(&resource).map_err(|source| Error::Kube {
+        what: "create a DeploymentResource",
+        source: kube::Error::SerdeError(source),
+    })?;
+    match send_write(ctx, &resources, |request| {
+        request.create(&PostParams::default(), created)
+    })
+    .await
+    {
         Ok(_) => Ok(()),
         // Created by an earlier reconcile whose result we had not seen yet,
         // or another template's, for the same Radius resource.
