@@ -51,7 +51,7 @@ pub async fn template_plan(
         hash: &observation.spec_hash,
         template: &observation.spec.template,
         parameters: &observation.spec.parameters,
-        provider_config: object.spec.provider_config(),
+        provider_config: &observation.spec.provider_config,
     };
     let mut patch = StatusPatch::default();
     patch.track_failures(
@@ -126,11 +126,13 @@ pub async fn template_plan(
             TemplateAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
         }
     }
-    let mut named = patch.clone();
-    named.policy = Some(Some(policy.clone()));
-    if written_ahead.as_ref() == Some(&named) {
-        // The status written ahead of the deployment says all of it.
-        return Ok(executed);
+    if let Some(ahead) = &written_ahead {
+        let mut named = patch.clone();
+        named.policy = Some(Some(policy.clone()));
+        if *ahead == named {
+            // The status written ahead of the deployment says all of it.
+            return Ok(executed);
+        }
     }
     finish_status(ctx, object, policy, patch, finalizer_removed).await?;
     Ok(executed)

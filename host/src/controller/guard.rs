@@ -81,7 +81,13 @@ pub fn check_template_plan(
     actions: &[TemplateAction],
 ) -> Result<(), Violation> {
     check_size(actions.len())?;
-    let own_scope = scope::deployment_scope(&observation.spec.provider_config).ok();
+    // Parsed only for a plan that names a scope (most plans poll).
+    let own_scope = std::cell::OnceCell::new();
+    let own_scope = || {
+        own_scope
+            .get_or_init(|| scope::deployment_scope(&observation.spec.provider_config).ok())
+            .as_ref()
+    };
     let deployment_in_flight = observation.operation.as_ref().is_some_and(|op| {
         matches!(
             op.result,
@@ -92,10 +98,10 @@ pub fn check_template_plan(
     for (index, action) in actions.iter().enumerate() {
         match action {
             TemplateAction::EnsureResourceGroup(target) => {
-                require_own_scope(index, action, own_scope.as_ref(), target)?;
+                require_own_scope(index, action, own_scope(), target)?;
             }
             TemplateAction::StartDeployment(start) => {
-                require_own_scope(index, action, own_scope.as_ref(), &start.scope)?;
+                require_own_scope(index, action, own_scope(), &start.scope)?;
                 if deployment_in_flight {
                     return Err(violation(
                         index,

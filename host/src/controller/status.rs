@@ -70,7 +70,9 @@ pub struct DeployedSpec<'a> {
     pub hash: &'a str,
     pub template: &'a str,
     pub parameters: &'a str,
-    pub provider_config: Option<ProviderConfig>,
+    /// Its provider config as text (`spec.providerConfig`); read only when
+    /// the copy is kept.
+    pub provider_config: &'a str,
 }
 
 impl StatusPatch {
@@ -102,7 +104,7 @@ impl StatusPatch {
             if hash == spec.hash {
                 self.template = Some(spec.template.to_string());
                 self.parameters = Some(spec.parameters.to_string());
-                self.provider_config = Some(spec.provider_config.clone());
+                self.provider_config = Some(serde_json::from_str(spec.provider_config).ok());
             }
         }
         if let Some(ids) = &update.output_resources {
@@ -336,7 +338,7 @@ mod tests {
         hash: "h-now",
         template: "{}",
         parameters: "",
-        provider_config: None,
+        provider_config: "",
     };
 
     #[test]
@@ -466,7 +468,7 @@ mod tests {
             hash: "h-now",
             template: "{\"resources\":{}}",
             parameters: "{}",
-            provider_config: Some(config.clone()),
+            provider_config: &serde_json::to_string(&config).expect("a provider config"),
         };
         let current = Current {
             conditions: &[],
