@@ -67,7 +67,7 @@ pub async fn template_plan(
     // The status written ahead of a deployment, if the plan's own status
     // updates went with it: those are folded in already, and if nothing
     // else changes the patch, the final write would repeat it.
-    let mut written_ahead: Option<StatusPatch> = None;
+    let mut written_ahead: Option<Box<StatusPatch>> = None;
     for (index, action) in actions.iter().enumerate() {
         match action {
             TemplateAction::AddFinalizer => {
@@ -129,7 +129,7 @@ pub async fn template_plan(
     if let Some(ahead) = &written_ahead {
         let mut named = patch.clone();
         named.policy = Some(Some(policy.clone()));
-        if *ahead == named {
+        if **ahead == named {
             // The status written ahead of the deployment says all of it.
             return Ok(executed);
         }
@@ -455,7 +455,7 @@ enum Started {
     /// Started (or found running); its operation is in the plan's status
     /// patch. `ahead`: the whole patch the plan writes, as written before
     /// the PUT, when it went with the deployment's record.
-    Recorded { ahead: Option<StatusPatch> },
+    Recorded { ahead: Option<Box<StatusPatch>> },
     /// Radius refused it; the refusal is recorded in status.
     Refused,
     /// The object on the API server is newer than the one decided on (the
@@ -568,7 +568,9 @@ async fn start_deployment(
         if keeps_record {
             *patch = whole.clone();
             patch.policy = None;
-            Started::Recorded { ahead: Some(whole) }
+            Started::Recorded {
+                ahead: Some(Box::new(whole)),
+            }
         } else {
             record_deployment(patch, &follow, deployments);
             Started::Recorded { ahead: None }
