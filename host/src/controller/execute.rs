@@ -540,20 +540,20 @@ async fn start_deployment(
     let decided = patch.clone();
     let mut whole = patch.clone();
     record_deployment(&mut whole, &follow, deployments);
-    let recorded = whole.operation.clone();
+    let record = whole.operation.clone();
     for action in rest {
         if let TemplateAction::SetStatus(update) = action {
             whole.template_update(current, update, spec);
         }
     }
-    let keeps_record = whole.operation == recorded;
+    let keeps_record = whole.operation == record;
     let ahead = if keeps_record {
         whole.policy = Some(Some(policy.clone()));
         whole.clone()
     } else {
-        let mut record = StatusPatch::default();
-        record_deployment(&mut record, &follow, deployments);
-        record
+        let mut record_only = StatusPatch::default();
+        record_deployment(&mut record_only, &follow, deployments);
+        record_only
     };
     match version {
         Some(version) => {
@@ -564,7 +564,7 @@ async fn start_deployment(
         None => write_status(ctx, object, &key(object), &ahead).await?,
     }
     // What the write ahead said stays in the plan's patch.
-    let recorded = |patch: &mut StatusPatch| {
+    let started = |patch: &mut StatusPatch| {
         if keeps_record {
             *patch = whole.clone();
             patch.policy = None;
@@ -578,7 +578,7 @@ async fn start_deployment(
     };
     if recorded_before && running_in_radius(ctx, &deployment_id).await? {
         tracing::info!(deployment = %deployment_id, "deployment already running in Radius; following it");
-        return Ok(recorded(patch));
+        return Ok(started(patch));
     }
     let request = DeploymentRequest {
         scope: &start.scope,
@@ -598,7 +598,7 @@ async fn start_deployment(
         }) if code == DEPLOYMENT_ACTIVE => {
             // Exactly the deployment the plan named is running: follow it.
             tracing::info!(deployment = %deployment_id, "deployment already active; following it");
-            return Ok(recorded(patch));
+            return Ok(started(patch));
         }
         Err(error) => {
             tracing::info!(error = %error, "Radius refused the deployment");
@@ -617,7 +617,7 @@ async fn start_deployment(
         ctx.memory
             .started_operation(&key(object), follow.encode(), token);
     }
-    Ok(recorded(patch))
+    Ok(started(patch))
 }
 
 /// Put in `patch` the deployment to follow by `token`, and the template's
