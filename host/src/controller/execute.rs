@@ -126,13 +126,10 @@ pub async fn template_plan(
             TemplateAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
         }
     }
-    if let Some(ahead) = &written_ahead {
-        let mut named = patch.clone();
-        named.policy = Some(Some(policy.clone()));
-        if **ahead == named {
-            // The status written ahead of the deployment says all of it.
-            return Ok(executed);
-        }
+    if written_ahead.is_some_and(|ahead| *ahead == patch) {
+        // The status written ahead of the deployment (naming the policy)
+        // says all of it.
+        return Ok(executed);
     }
     finish_status(ctx, object, policy, patch, finalizer_removed).await?;
     Ok(executed)
@@ -454,7 +451,8 @@ async fn ensure_resource_group(
 enum Started {
     /// Started (or found running); its operation is in the plan's status
     /// patch. `ahead`: the whole patch the plan writes, as written before
-    /// the PUT, when it went with the deployment's record.
+    /// the PUT (less the policy, which that write also named), when it went
+    /// with the deployment's record.
     Recorded { ahead: Option<Box<StatusPatch>> },
     /// Radius refused it; the refusal is recorded in status.
     Refused,
@@ -548,8 +546,9 @@ async fn start_deployment(
     }
     let keeps_record = whole.operation == record;
     let ahead = if keeps_record {
-        whole.policy = Some(Some(policy.clone()));
-        whole.clone()
+        let mut named = whole.clone();
+        named.policy = Some(Some(policy.clone()));
+        named
     } else {
         let mut record_only = StatusPatch::default();
         record_deployment(&mut record_only, &follow, deployments);
@@ -567,7 +566,6 @@ async fn start_deployment(
     let started = |patch: &mut StatusPatch| {
         if keeps_record {
             *patch = whole.clone();
-            patch.policy = None;
             Started::Recorded {
                 ahead: Some(Box::new(whole)),
             }

@@ -43,10 +43,8 @@ struct Entry {
     /// the one a plan was decided on, and each one a write of that plan
     /// left before the next write replaced it.
     superseded: Vec<String>,
-    /// The version the controller's last write left.
-    last_written: Option<String>,
-    /// Every version the controller's writes of the current plan left
-    /// (the last included), until a decision sees the last one.
+    /// Every version the controller's writes left, the last one last,
+    /// until a decision sees that one.
     written: Vec<String>,
     /// Children created (or being created) whose creation the watch has not
     /// shown yet, each with when to stop waiting for it.
@@ -70,7 +68,6 @@ impl Entry {
             errors: 0,
             paced: None,
             superseded: Vec::new(),
-            last_written: None,
             written: Vec::new(),
             expected: Vec::new(),
             drift_due: None,
@@ -84,7 +81,6 @@ impl Entry {
         self.errors == 0
             && self.paced.is_none()
             && self.superseded.is_empty()
-            && self.last_written.is_none()
             && self.written.is_empty()
             && self.expected.is_empty()
             && self.drift_due.is_none()
@@ -350,7 +346,7 @@ impl ObjectMemory {
             return;
         };
         self.with(key, |entry| {
-            let previous = entry.last_written.replace(written.clone());
+            let previous = entry.written.last().cloned();
             for older in decided_on.map(str::to_string).into_iter().chain(previous) {
                 if older != written && !entry.superseded.contains(&older) {
                     entry.superseded.push(older);
@@ -398,7 +394,6 @@ impl ObjectMemory {
             .is_some_and(|version| entry.superseded.iter().any(|older| older == version));
         if !stale {
             entry.superseded.clear();
-            entry.last_written = None;
             entry.written.clear();
             if entry.is_empty() {
                 entries.remove(key);
