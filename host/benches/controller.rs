@@ -816,11 +816,11 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
     let run = scale_run(options, &stage, &controller, true).await?;
     let stats = stage.radius.stats();
     println!(
-        "| API server | templates | resources | all templates Ready | all DeploymentResources Ready | controller peak RSS | controller CPU | stand-ins + watches CPU | API server RSS | Radius PUTs |"
+        "| API server | templates | resources | all templates Ready | all DeploymentResources Ready | controller peak RSS | controller CPU (per template) | stand-ins + watches CPU | API server RSS | Radius PUTs |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     println!(
-        "| {} | {count} | {} | {:.1} s | {:.1} s | {:.1} MiB (after warm-up {:.1} MiB) | {:.1} s | {:.1} s | {:.0} MiB | {} |",
+        "| {} | {count} | {} | {:.1} s | {:.1} s | {:.1} MiB (after warm-up {:.1} MiB) | {:.2} s ({:.2} ms) | {:.1} s | {:.0} MiB | {} |",
         server.name(),
         3 * count,
         run.templates_ready.as_secs_f64(),
@@ -828,6 +828,7 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
         run.peak_rss_kib as f64 / 1024.0,
         run.rss_before_kib as f64 / 1024.0,
         run.controller_cpu,
+        1000.0 * run.controller_cpu / count as f64,
         run.stand_ins_cpu,
         run.apiserver_rss_mib,
         stats.deployment_puts,
