@@ -115,6 +115,7 @@ pub struct Metrics {
     registry: Registry,
     reconciles: Family<ReconcileLabels, Counter>,
     reconcile_seconds: Family<KindLabels, Histogram>,
+    reconcile_wait_seconds: Family<KindLabels, Histogram>,
     decisions: Family<DecisionLabels, Counter>,
     decision_seconds: Family<DecisionLabels, Histogram>,
     decision_fuel: Family<DecisionLabels, Histogram>,
@@ -148,6 +149,15 @@ impl Default for Metrics {
             "reconcile_seconds",
             "Time of one reconcile (observe, decide, execute), per object kind",
             reconcile_seconds.clone(),
+        );
+        let reconcile_wait_seconds = Family::<KindLabels, Histogram>::new_with_constructor(|| {
+            // 100 µs .. ~50 s
+            Histogram::new(exponential_buckets(1e-4, 4.0, 10))
+        });
+        registry.register(
+            "reconcile_wait_seconds",
+            "Time a due reconcile waited for one of the --concurrency slots, per object kind",
+            reconcile_wait_seconds.clone(),
         );
         let decisions = Family::<DecisionLabels, Counter>::default();
         registry.register(
@@ -229,6 +239,7 @@ impl Default for Metrics {
             registry,
             reconciles,
             reconcile_seconds,
+            reconcile_wait_seconds,
             decisions,
             decision_seconds,
             decision_fuel,
@@ -274,6 +285,13 @@ impl Metrics {
         self.reconcile_seconds
             .get_or_create(&KindLabels { kind })
             .observe(took.as_secs_f64());
+    }
+
+    /// A due reconcile got a slot after waiting this long.
+    pub fn observe_reconcile_wait(&self, kind: &'static str, waited: Duration) {
+        self.reconcile_wait_seconds
+            .get_or_create(&KindLabels { kind })
+            .observe(waited.as_secs_f64());
     }
 
     /// One decision: its count, duration and fuel.
@@ -491,6 +509,7 @@ mod tests {
             Duration::from_micros(20),
             84_000,
         );
+        metrics.observe_reconcile_wait("DeploymentTemplate", Duration::from_millis(3));
         metrics.count_decision_failure("DeploymentResource", "OutOfFuel");
         metrics.count_paced("DeploymentResource");
         metrics.count_drift_check("missing");
@@ -502,6 +521,7 @@ mod tests {
         for line in [
             r#"radwasm_reconciles_total{kind="DeploymentTemplate",outcome="ok"} 1"#,
             r#"radwasm_reconcile_seconds_count{kind="DeploymentTemplate"} 1"#,
+            r#"radwasm_reconcile_wait_seconds_count{kind="DeploymentTemplate"} 1"#,
             r#"radwasm_policy_decisions_total{kind="DeploymentTemplate",policy="default",version="0.1.0",outcome="ok"} 1"#,
             r#"radwasm_policy_decision_fuel_sum{kind="DeploymentTemplate",policy="default",version="0.1.0",outcome="ok"} 84000.0"#,
             r#"radwasm_policy_decision_failures_total{kind="DeploymentResource",reason="OutOfFuel"} 1"#,

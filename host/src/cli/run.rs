@@ -41,7 +41,9 @@ pub struct ControllerArgs {
     /// Watch only this namespace (all namespaces when absent).
     #[arg(long)]
     pub namespace: Option<String>,
-    /// Reconciles in flight at once, per controller.
+    /// Reconciles in flight at once, per object kind (0: no limit). Those
+    /// that come due while every slot is busy start in the order they came
+    /// due.
     #[arg(long, default_value_t = 16)]
     pub concurrency: u16,
     /// Reconcile only the DeploymentTemplates whose labels match this

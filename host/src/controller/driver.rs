@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use radwasm_policy_model as model;
@@ -166,9 +165,16 @@ fn fingerprint<K: Resource>(object: &K) -> u64 {
     hasher.finish()
 }
 
-/// `reconcile` for kube-runtime's `Controller`: one span per reconcile,
-/// metrics by kind and outcome.
-pub async fn reconcile<K: Reconciled>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// Reconcile one object (`runner::run` calls this when its turn comes,
+/// after `waited` for a slot): one span per reconcile, metrics by kind and
+/// outcome. Answers when to look at the object again: as the plan says, or
+/// after a failed reconcile, 1 s doubling to 60 s per object.
+pub async fn reconcile<K: Reconciled>(
+    object: Arc<K>,
+    waited: Duration,
+    ctx: Arc<Context>,
+) -> Duration {
+    ctx.metrics.observe_reconcile_wait(K::KIND, waited);
     let key = key(&*object);
     let span = tracing::info_span!(
         "reconcile",
@@ -185,40 +191,39 @@ pub async fn reconcile<K: Reconciled>(object: Arc<K>, ctx: Arc<Context>) -> Resu
     };
     ctx.metrics
         .observe_reconcile(K::KIND, outcome, started.elapsed());
-    if result.is_ok() {
-        ctx.memory.succeeded(&key);
-    }
+    let requeue = match result {
+        Ok(requeue) => {
+            ctx.memory.succeeded(&key);
+            requeue
+        }
+        Err(error) => {
+            let delay = ctx.memory.error_backoff(&key);
+            if error.is_transient() {
+                tracing::info!(kind = K::KIND, object = %key, error = %error.display(), ?delay, "reconcile failed; retrying");
+            } else {
+                tracing::warn!(kind = K::KIND, object = %key, error = %error.display(), ?delay, "reconcile failed; retrying");
+            }
+            delay
+        }
+    };
     ctx.metrics.set_remembered_objects(ctx.memory.len());
-    result
+    requeue
 }
 
-/// `error_policy` for kube-runtime's `Controller`: back off 1 s doubling to
-/// 60 s per object.
-pub fn error_policy<K: Reconciled>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = key(&*object);
-    let delay = ctx.memory.error_backoff(&key);
-    if error.is_transient() {
-        tracing::info!(kind = K::KIND, object = %key, error = %error.display(), ?delay, "reconcile failed; retrying");
-    } else {
-        tracing::warn!(kind = K::KIND, object = %key, error = %error.display(), ?delay, "reconcile failed; retrying");
-    }
-    Action::requeue(delay)
-}
-
-async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Action, Error> {
+async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Duration, Error> {
     if ctx
         .memory
         .is_stale(key, object.meta().resource_version.as_deref())
     {
         // Deciding on a view from before our own last write would repeat
         // that write's effects; the watch brings the write shortly.
-        return Ok(Action::requeue(STALE_CACHE_RECHECK));
+        return Ok(STALE_CACHE_RECHECK);
     }
     // Never on a cache that has not been listed yet, nor one that lacks a
     // child this object just created: either would make its children look
     // fewer than they are.
     let Some(caches) = ctx.synced_caches()? else {
-        return Ok(Action::requeue(STALE_CACHE_RECHECK));
+        return Ok(STALE_CACHE_RECHECK);
     };
     let namespace = object.namespace().unwrap_or_default();
     let in_cache = |name: &str| {
@@ -228,13 +233,13 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
             .is_some()
     };
     if ctx.memory.awaits_created(key, in_cache) {
-        return Ok(Action::requeue(STALE_CACHE_RECHECK));
+        return Ok(STALE_CACHE_RECHECK);
     }
     let chosen = match select(object, ctx, caches) {
         Selection::Decide(chosen) => chosen,
         Selection::Wait(why) => {
             tracing::debug!("{why}");
-            return Ok(Action::requeue(POLICY_LOADING_RECHECK));
+            return Ok(POLICY_LOADING_RECHECK);
         }
         Selection::Refuse(message) => {
             return fail(ctx, object, key, None, Failure::NoPolicy(message)).await;
@@ -254,7 +259,7 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
         let requeue = object
             .next_check(ctx)
             .map_or(RESYNC, |check| RESYNC.min(check));
-        return Ok(Action::requeue(requeue));
+        return Ok(requeue);
     }
     // An operation that failed or was canceled, or a refused request.
     let saw_failure = K::operation(&observation).is_some_and(|op| {
@@ -334,7 +339,7 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
         // policy asked for, whatever woke this object early.
         tracing::debug!(?wait, "Radius mutation held back after a failed attempt");
         ctx.metrics.count_paced(K::KIND);
-        return Ok(Action::requeue(wait));
+        return Ok(wait);
     }
 
     let executed = object
@@ -369,7 +374,7 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Acti
     }
     let left_nothing = executed.requeue_ms.is_none() && !mutates;
     ctx.memory.settled(key, settled.filter(|_| left_nothing));
-    Ok(Action::requeue(requeue))
+    Ok(requeue)
 }
 
 /// True if the policy that would decide for the object now is not the one
@@ -572,7 +577,7 @@ async fn fail<K: Reconciled>(
     key: &str,
     policy: Option<&PolicyRef>,
     failure: Failure,
-) -> Result<Action, Error> {
+) -> Result<Duration, Error> {
     let name = policy.map(display_name).unwrap_or_default();
     let (reason, label, message) = match failure {
         Failure::Decision(error) => (
@@ -611,7 +616,7 @@ async fn fail<K: Reconciled>(
         };
         execute::emit(ctx, object, &event).await;
     }
-    Ok(Action::requeue(REJECTED_RETRY))
+    Ok(REJECTED_RETRY)
 }
 
 /// `name@version` of a policy reference, as logs and messages show it.

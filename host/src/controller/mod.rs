@@ -16,6 +16,7 @@ pub mod memory;
 pub mod observe;
 pub mod radius_hash;
 mod resource;
+pub mod runner;
 pub mod status;
 mod template;
 
@@ -25,7 +26,6 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
-use kube::runtime::controller::Controller;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector;
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
@@ -258,7 +258,8 @@ pub fn describe_kube_error(error: &kube::Error) -> String {
 pub struct Options {
     /// Watch one namespace only; all namespaces if `None`.
     pub namespace: Option<String>,
-    /// Reconciles running at once per controller (0 = unbounded).
+    /// Reconciles running at once per object kind (0 = unbounded), started
+    /// in the order they came due (`runner.rs`).
     pub concurrency: u16,
     /// Watch only the templates (and the resources they created, which
     /// carry their labels) that this label selector matches: one shard.
@@ -384,7 +385,6 @@ pub async fn run(
 ) {
     let templates: Api<DeploymentTemplate> = api(&ctx.client, &options.namespace);
     let resources: Api<DeploymentResource> = api(&ctx.client, &options.namespace);
-    let config = kube::runtime::controller::Config::default().concurrency(options.concurrency);
     // Every watch sees one shard only: its templates, and the resources
     // they created (created with the template's labels).
     let watched = match &options.label_selector {
@@ -466,29 +466,36 @@ pub async fn run(
     let templates_moved = policy_moves(ctx.clone(), template_store.clone());
     let resources_moved = policy_moves(ctx.clone(), resource_store.clone());
 
-    let template_controller = Controller::for_stream(template_trigger, template_store)
-        .with_config(config.clone())
-        .reconcile_on(received(owners_rx))
-        .reconcile_on(received(dependents_rx))
-        .reconcile_on(templates_moved)
-        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
-        .run(
-            driver::reconcile::<DeploymentTemplate>,
-            driver::error_policy::<DeploymentTemplate>,
-            ctx.clone(),
-        )
-        .for_each(|result| async move { log_run_error(result, "template controller") });
-
-    let resource_controller = Controller::for_stream(resource_trigger, resource_store)
-        .with_config(config)
-        .reconcile_on(resources_moved)
-        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
-        .run(
-            driver::reconcile::<DeploymentResource>,
-            driver::error_policy::<DeploymentResource>,
-            ctx.clone(),
-        )
-        .for_each(|result| async move { log_run_error(result, "resource controller") });
+    let template_triggers = futures::stream::select_all([
+        objects(template_trigger, "template watch").boxed(),
+        received(owners_rx).boxed(),
+        received(dependents_rx).boxed(),
+        templates_moved.boxed(),
+    ]);
+    let template_controller = runner::run(
+        template_triggers,
+        template_store,
+        options.concurrency,
+        shutdown.clone(),
+        {
+            let ctx = ctx.clone();
+            move |object, waited| driver::reconcile(object, waited, ctx.clone())
+        },
+    );
+    let resource_triggers = futures::stream::select_all([
+        objects(resource_trigger, "resource watch").boxed(),
+        resources_moved.boxed(),
+    ]);
+    let resource_controller = runner::run(
+        resource_triggers,
+        resource_store,
+        options.concurrency,
+        shutdown.clone(),
+        {
+            let ctx = ctx.clone();
+            move |object, waited| driver::reconcile(object, waited, ctx.clone())
+        },
+    );
 
     tokio::join!(template_controller, resource_controller);
 }
@@ -504,6 +511,23 @@ pub(crate) fn log_run_error<T, E: std::error::Error, Q: std::error::Error>(
         Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
         Err(error) => tracing::debug!(%error, "{controller}"),
     }
+}
+
+/// The objects a filtered watch brings, as names to reconcile. The watch
+/// retries its own errors (with backoff); they are only logged here.
+fn objects<K: Resource<DynamicType = ()> + 'static>(
+    watch: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    what: &'static str,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    watch.filter_map(move |event| {
+        futures::future::ready(match event {
+            Ok(object) => Some(ObjectRef::from_obj(&object)),
+            Err(error) => {
+                tracing::debug!(%error, "{what}");
+                None
+            }
+        })
+    })
 }
 
 /// What a channel receives, as a stream (until every sender is gone).
