@@ -426,7 +426,7 @@ pub async fn run(
                 }
             }
         })
-        .applied_objects()
+        .flat_map(applied_when_cached(template_store.clone()))
         .predicate_filter(user_changes(), Default::default())
         .try_filter(not_written_by_controller(ctx.clone()));
     let (resource_store, resource_writer) = reflector::store();
@@ -441,7 +441,7 @@ pub async fn run(
             move |event| ctx.owners.observe(event)
         })
         .inspect_ok(resource_seen(ctx.clone(), owners_tx))
-        .applied_objects()
+        .flat_map(applied_when_cached(resource_store.clone()))
         .predicate_filter(user_changes(), Default::default())
         .try_filter(not_written_by_controller(ctx.clone()));
 
@@ -513,6 +513,46 @@ pub(crate) fn log_run_error<T, E: std::error::Error, Q: std::error::Error>(
     }
 }
 
+/// The objects a watch applied, as `applied_objects` gives them, but each
+/// only once the cache holds that version. The objects of a list (at the
+/// start, or again after the watch was lost, a `410 Gone` say) reach the
+/// cache all at once, when the list ends; passed on as they came, a re-listed
+/// object could be reconciled on the version the cache held before, and its
+/// wake-up spent on it: a template deleted while the watch was down waited
+/// for the next resync. So a list's objects are passed on when it ends, read
+/// back from the cache one at a time (only their names are kept meanwhile).
+fn applied_when_cached<K>(
+    cache: reflector::Store<K>,
+) -> impl FnMut(
+    Result<watcher::Event<K>, watcher::Error>,
+) -> futures::stream::BoxStream<'static, Result<K, watcher::Error>>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let mut listed: Vec<ObjectRef<K>> = Vec::new();
+    move |event| match event {
+        Ok(watcher::Event::Apply(object)) => futures::stream::iter([Ok(object)]).boxed(),
+        Ok(watcher::Event::Init) => {
+            listed.clear();
+            futures::stream::empty().boxed()
+        }
+        Ok(watcher::Event::InitApply(object)) => {
+            listed.push(ObjectRef::from_obj(&object));
+            futures::stream::empty().boxed()
+        }
+        Ok(watcher::Event::InitDone) => {
+            let cache = cache.clone();
+            futures::stream::iter(std::mem::take(&mut listed))
+                .filter_map(move |name| {
+                    futures::future::ready(cache.get(&name).map(|object| Ok(K::clone(&object))))
+                })
+                .boxed()
+        }
+        Ok(watcher::Event::Delete(_)) => futures::stream::empty().boxed(),
+        Err(error) => futures::stream::iter([Err(error)]).boxed(),
+    }
+}
+
 /// The objects a filtered watch brings, as names to reconcile. The watch
 /// retries its own errors (with backoff); they are only logged here.
 fn objects<K: Resource<DynamicType = ()> + 'static>(
@@ -580,4 +620,61 @@ fn policy_moves<K: driver::Reconciled>(
         }
         futures::stream::iter(moved)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::executor::block_on;
+
+    fn template(name: &str, version: &str) -> DeploymentTemplate {
+        let mut template = DeploymentTemplate::new(name, Default::default());
+        template.metadata.namespace = Some("default".into());
+        template.metadata.resource_version = Some(version.into());
+        template
+    }
+
+    /// Feed one event through the cache, then through `applied_when_cached`,
+    /// in the order the watch pipeline does; the versions passed on.
+    fn versions(
+        writer: &mut reflector::store::Writer<DeploymentTemplate>,
+        applied: &mut impl FnMut(
+            Result<watcher::Event<DeploymentTemplate>, watcher::Error>,
+        ) -> futures::stream::BoxStream<
+            'static,
+            Result<DeploymentTemplate, watcher::Error>,
+        >,
+        event: watcher::Event<DeploymentTemplate>,
+    ) -> Vec<String> {
+        writer.apply_watcher_event(&event);
+        block_on(applied(Ok(event)).collect::<Vec<_>>())
+            .into_iter()
+            .map(|object| object.unwrap().metadata.resource_version.unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_relisted_object_is_passed_on_once_the_cache_holds_it() {
+        let (store, mut writer) = reflector::store();
+        let mut applied = applied_when_cached(store.clone());
+        let mut feed = |event| versions(&mut writer, &mut applied, event);
+        assert!(feed(watcher::Event::Init).is_empty());
+        assert!(feed(watcher::Event::InitApply(template("a", "1"))).is_empty());
+        assert_eq!(feed(watcher::Event::InitDone), ["1"]);
+        assert_eq!(feed(watcher::Event::Apply(template("a", "2"))), ["2"]);
+        // The watch was lost and the template deleted meanwhile: the
+        // re-list's version reaches the cache only when the list ends, and
+        // is passed on then, not before with the cache still at "2".
+        assert!(feed(watcher::Event::Init).is_empty());
+        assert!(feed(watcher::Event::InitApply(template("a", "3"))).is_empty());
+        assert!(feed(watcher::Event::InitApply(template("b", "4"))).is_empty());
+        assert_eq!(
+            store
+                .get(&ObjectRef::new("a").within("default"))
+                .and_then(|a| a.metadata.resource_version.clone()),
+            Some("2".to_string())
+        );
+        assert_eq!(feed(watcher::Event::InitDone), ["3", "4"]);
+        assert!(feed(watcher::Event::Delete(template("b", "5"))).is_empty());
+    }
 }
