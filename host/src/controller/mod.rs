@@ -466,35 +466,27 @@ pub async fn run(
     let templates_moved = policy_moves(ctx.clone(), template_store.clone());
     let resources_moved = policy_moves(ctx.clone(), resource_store.clone());
 
-    let template_triggers = futures::stream::select_all([
-        objects(template_trigger, "template watch").boxed(),
-        received(owners_rx).boxed(),
-        received(dependents_rx).boxed(),
-        templates_moved.boxed(),
-    ]);
-    let template_controller = runner::run(
-        template_triggers,
+    let template_controller = reconciles(
+        [
+            objects(template_trigger, "template watch").boxed(),
+            received(owners_rx).boxed(),
+            received(dependents_rx).boxed(),
+            templates_moved.boxed(),
+        ],
         template_store,
-        options.concurrency,
-        shutdown.clone(),
-        {
-            let ctx = ctx.clone();
-            move |object, waited| driver::reconcile(object, waited, ctx.clone())
-        },
+        &options,
+        &shutdown,
+        &ctx,
     );
-    let resource_triggers = futures::stream::select_all([
-        objects(resource_trigger, "resource watch").boxed(),
-        resources_moved.boxed(),
-    ]);
-    let resource_controller = runner::run(
-        resource_triggers,
+    let resource_controller = reconciles(
+        [
+            objects(resource_trigger, "resource watch").boxed(),
+            resources_moved.boxed(),
+        ],
         resource_store,
-        options.concurrency,
-        shutdown.clone(),
-        {
-            let ctx = ctx.clone();
-            move |object, waited| driver::reconcile(object, waited, ctx.clone())
-        },
+        &options,
+        &shutdown,
+        &ctx,
     );
 
     tokio::join!(template_controller, resource_controller);
@@ -511,6 +503,25 @@ pub(crate) fn log_run_error<T, E: std::error::Error, Q: std::error::Error>(
         Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
         Err(error) => tracing::debug!(%error, "{controller}"),
     }
+}
+
+/// One kind's reconciles: woken by any of `triggers`, run by `runner.rs`
+/// through the shared reconcile path.
+fn reconciles<K: driver::Reconciled>(
+    triggers: impl IntoIterator<Item = futures::stream::BoxStream<'static, ObjectRef<K>>>,
+    store: reflector::Store<K>,
+    options: &Options,
+    shutdown: &CancellationToken,
+    ctx: &Arc<Context>,
+) -> impl std::future::Future<Output = ()> {
+    let ctx = ctx.clone();
+    runner::run(
+        futures::stream::select_all(triggers),
+        store,
+        options.concurrency,
+        shutdown.clone(),
+        move |object, waited| driver::reconcile(object, waited, ctx.clone()),
+    )
 }
 
 /// The objects a watch applied, as `applied_objects` gives them, but each
