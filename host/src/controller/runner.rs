@@ -31,6 +31,11 @@ use tokio_util::time::{DelayQueue, delay_queue};
 /// panic is logged at `ERROR`).
 pub const PANICKED_RETRY: Duration = Duration::from_secs(10);
 
+/// The furthest ahead an object is scheduled: a later time is brought
+/// forward to this (the timer wheel holds about two years; a policy may ask
+/// for up to 49 days).
+pub const LATEST: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
 /// Where an object is: waiting for its time, due (in the queue), or running.
 enum State {
     /// Due at this time; the timer's key.
@@ -64,6 +69,7 @@ impl<T: Clone + Eq + Hash> Queue<T> {
     /// earlier of its two times; one already due keeps its place; one running
     /// is reconciled again after it finishes, at the earliest time asked.
     pub fn schedule(&mut self, object: T, at: Instant, now: Instant) {
+        let at = at.min(now + LATEST);
         match self.states.get_mut(&object) {
             Some(State::Due(_)) => {}
             Some(State::Running(again)) => *again = Some(again.map_or(at, |t| t.min(at))),
@@ -287,6 +293,16 @@ mod tests {
         queue.finished("x", Some(Duration::from_secs(30)), now);
         assert_eq!(queue.due_len(), 0);
         assert_eq!(queue.timers.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_time_past_the_timer_wheel_is_brought_forward() {
+        let mut queue = Queue::default();
+        let now = Instant::now();
+        queue.schedule("x", now + Duration::from_secs(10 * 365 * 24 * 60 * 60), now);
+        tokio::time::advance(LATEST).await;
+        let expired = queue.timers.next().await.unwrap().into_inner();
+        assert_eq!(expired, "x");
     }
 
     #[tokio::test(start_paused = true)]
