@@ -11,8 +11,8 @@
 //! all the others. Lifting its limit and queueing on a fair semaphore instead
 //! does not help, as its runner polls every running future each time one
 //! finishes. So the watches, the caches and the triggers stay kube-runtime's,
-//! and the queue and the runner are here (docs/architecture.md, "What wakes
-//! an object").
+//! and the queue and the runner are here (docs/architecture.md, "Who runs
+//! when").
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
