@@ -130,11 +130,6 @@ impl<T: Clone + Eq + Hash> Queue<T> {
             self.schedule(object, at, now);
         }
     }
-
-    /// How many objects are due and not yet started.
-    pub fn due_len(&self) -> usize {
-        self.due.len()
-    }
 }
 
 /// Run the reconciles of one kind until `shutdown` (then let the running
@@ -285,13 +280,13 @@ mod tests {
         assert_eq!(drain(&mut queue, now), ["x"]);
         // A watch event while it runs: not a second, concurrent run.
         queue.schedule("x", now, now);
-        assert_eq!(queue.due_len(), 0);
+        assert_eq!(queue.due.len(), 0);
         // It finishes asking to be polled in 100 ms; the event wins.
         queue.finished("x", Some(Duration::from_millis(100)), now);
         assert_eq!(drain(&mut queue, now), ["x"]);
         // Finished with nothing asked meanwhile: only its requeue remains.
         queue.finished("x", Some(Duration::from_secs(30)), now);
-        assert_eq!(queue.due_len(), 0);
+        assert_eq!(queue.due.len(), 0);
         assert_eq!(queue.timers.len(), 1);
     }
 
