@@ -141,7 +141,7 @@ pub fn is_held(annotations: &BTreeMap<String, String>) -> bool {
     hold(annotations).value
 }
 
-pub use radwasm_policy_model::annotations::depends_on;
+pub use radwasm_policy_model::annotations::{depends_on, depends_on_checked};
 
 /// What `radapp.io/drift` asks for when resources a template deployed are
 /// found missing in Radius.
@@ -348,5 +348,22 @@ mod tests {
             depends_on(&map(&[(DEPENDS_ON, " a, b,,a ")])),
             vec!["a", "b"]
         );
+    }
+
+    #[test]
+    fn depends_on_names_an_entry_that_is_not_an_object_name() {
+        let annotations = map(&[(DEPENDS_ON, ",, ,-5,")]);
+        assert_eq!(depends_on_checked(&annotations), Err("-5"));
+        assert!(depends_on(&map(&[(DEPENDS_ON, ",, ,-5,")])).is_empty());
+        assert_eq!(
+            depends_on_checked(&map(&[(DEPENDS_ON, "db, cache.v2")])),
+            Ok(vec!["db".to_string(), "cache.v2".to_string()])
+        );
+        for bad in ["Db", "a_b", "x-", "a..b", &"a".repeat(254)] {
+            assert!(
+                depends_on_checked(&map(&[(DEPENDS_ON, bad)])).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

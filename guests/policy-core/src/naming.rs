@@ -54,26 +54,9 @@ pub fn deployment_name(template_name: &str, spec_hash: &str) -> String {
     }
 }
 
-/// Deletion wave of a resource type: other resources first, then
-/// applications, then environments (which applications reference).
-pub fn deletion_wave(radius_id: &str) -> u8 {
-    let lower = radius_id.to_ascii_lowercase();
-    let Some((_, after)) = lower.rsplit_once("/providers/") else {
-        return 0;
-    };
-    let segments: Vec<&str> = after.split('/').collect();
-    let kind = segments
-        .len()
-        .checked_sub(2)
-        .and_then(|i| segments.get(i))
-        .copied()
-        .unwrap_or("");
-    match kind {
-        "applications" => 1,
-        "environments" => 2,
-        _ => 0,
-    }
-}
+/// Deletion wave of a resource type (kept in the model: the host holds
+/// deletions to the same order).
+pub use radwasm_policy_model::scope::deletion_wave;
 
 fn sanitize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

@@ -82,6 +82,10 @@ pub fn decide(observation: &ResourceObservation) -> Result<ResourcePlan, PolicyE
     Ok(plan.finish())
 }
 
+/// Reason of the Warning event when Radius no longer knows an operation
+/// that was started (a deployment, or a resource's deletion).
+pub const OPERATION_LOST: &str = "OperationLost";
+
 /// Reason of the Warning event and the `Ready` condition of a resource the
 /// host's drift check found missing in Radius.
 pub const MISSING_IN_RADIUS: &str = "MissingInRadius";
@@ -100,8 +104,15 @@ fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
             }
             // Radius forgot the deletion while the resource is still there
             // (the host reports a deletion whose resource is gone as
-            // succeeded): delete it again.
-            OperationResult::NotFound => {}
+            // succeeded): say so as a lost deployment is said, and delete
+            // it again below.
+            OperationResult::NotFound => {
+                plan.event(
+                    EventType::Warning,
+                    OPERATION_LOST,
+                    format!("Radius no longer knows the deletion of {id}; deleting it again"),
+                );
+            }
             OperationResult::Succeeded { .. } => {
                 plan.push(ResourceAction::RemoveFinalizer);
                 plan.event(

@@ -210,6 +210,13 @@ fn follow_deployment(
         }
         OperationResult::Succeeded { output_resources } => {
             let converged = converge(observation, output_resources, plan);
+            if converged.stale_left {
+                // The operation (and the output list it replaces) is kept
+                // until every resource it drops is being deleted: the list
+                // is what says the unlabelled ones were this template's.
+                plan.requeue(POLL_MIN_MS);
+                return;
+            }
             plan.event(
                 EventType::Normal,
                 "DeploymentSucceeded",
@@ -322,7 +329,7 @@ fn follow_deployment(
                     ..Default::default()
                 },
             );
-            plan.event(EventType::Warning, "OperationLost", message);
+            plan.event(EventType::Warning, crate::resource::OPERATION_LOST, message);
             plan.requeue(0);
         }
     }
@@ -507,7 +514,18 @@ fn settle_or_deploy(
         }
     }
 
-    let depends_on = annotations::depends_on(&observation.meta.annotations);
+    let depends_on = match annotations::depends_on_checked(&observation.meta.annotations) {
+        Ok(names) => names,
+        Err(bad) => {
+            let message = format!(
+                "annotation {} lists {}, which is not a valid object name (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)",
+                radwasm_policy_model::annotations::DEPENDS_ON,
+                crate::plan::quote(bad, 64)
+            );
+            fail(observation, plan, INVALID_ANNOTATION, message);
+            return;
+        }
+    };
     if !observation.dependency_cycle.is_empty() {
         fail(
             observation,
@@ -725,6 +743,9 @@ struct Converged {
     /// Output ids that are not valid Radius ids, for a Warning event (see
     /// [`Refused`]); the message counts them too.
     refused: Option<String>,
+    /// More stale `DeploymentResource`s than one plan deletes: the rest are
+    /// asked to go by the next decision.
+    stale_left: bool,
 }
 
 /// Reason of the Warning event for output ids that get no `DeploymentResource`.
@@ -817,7 +838,19 @@ fn converge(
         .iter()
         .filter(|resource| !wanted_ids.contains(&resource.radius_id))
         .collect();
-    delete_in_waves(&stale, plan);
+    // Every stale resource is asked to go at once, not wave by wave: once
+    // `outputResources` no longer lists one, only radwasm's own label says
+    // it was this template's, and the objects Radius's controller created
+    // have none. The host holds each application's and environment's
+    // Radius DELETE until the template's other resources are gone.
+    let mut stale_left = false;
+    for (asked, resource) in stale.iter().filter(|r| !r.deletion_requested).enumerate() {
+        if asked == MAX_CHANGES_PER_PLAN {
+            stale_left = true;
+            break;
+        }
+        plan.push(TemplateAction::DeleteResource(resource.name.clone()));
+    }
     let reappearing = owned
         .iter()
         .filter(|r| r.deletion_requested && wanted_ids.contains(&r.radius_id))
@@ -871,6 +904,7 @@ fn converge(
         message,
         redeploy,
         refused: refused.warning(),
+        stale_left,
     }
 }
 

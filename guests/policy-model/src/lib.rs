@@ -45,23 +45,61 @@ pub mod annotations {
     pub const DRIFT: &str = "radapp.io/drift";
 
     /// The template names listed in `radapp.io/depends-on`, trimmed, without
-    /// empties or duplicates, in the order written. The host watches these
-    /// templates for the policy; the default policy waits for them.
+    /// empties or duplicates, in the order written; entries that are not
+    /// valid object names are left out (see [`depends_on_checked`]). The
+    /// host watches these templates for the policy; the default policy waits
+    /// for them.
     pub fn depends_on(annotations: &std::collections::BTreeMap<String, String>) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
-        for name in annotations
-            .get(DEPENDS_ON)
-            .map(String::as_str)
-            .unwrap_or("")
-            .split(',')
-        {
-            let name = name.trim();
-            if !name.is_empty() && !names.iter().any(|seen| seen == name) {
+        for name in listed(annotations) {
+            if crate::is_object_name(name) && !names.iter().any(|seen| seen == name) {
                 names.push(name.to_string());
             }
         }
         names
     }
+
+    /// As [`depends_on`], but the first entry that is not a valid object
+    /// name (an RFC 1123 subdomain, as every `DeploymentTemplate` name is)
+    /// is the error: such a template can never exist, so waiting for it
+    /// would wait for ever.
+    pub fn depends_on_checked(
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Vec<String>, &str> {
+        match listed(annotations).find(|name| !crate::is_object_name(name)) {
+            Some(bad) => Err(bad),
+            None => Ok(depends_on(annotations)),
+        }
+    }
+
+    /// The non-empty, trimmed entries of `radapp.io/depends-on`.
+    fn listed(
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> impl Iterator<Item = &str> {
+        annotations
+            .get(DEPENDS_ON)
+            .map(String::as_str)
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+    }
+}
+
+/// True if `name` is a valid Kubernetes object name: an RFC 1123 subdomain
+/// (at most 253 characters; dot-separated labels of lowercase letters,
+/// digits and '-', each starting and ending with a letter or digit).
+pub fn is_object_name(name: &str) -> bool {
+    name.len() <= 253
+        && !name.is_empty()
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
 }
 
 #[cfg(feature = "schema")]

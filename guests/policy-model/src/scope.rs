@@ -223,6 +223,29 @@ pub fn deployment_scope(provider_config: &str) -> Result<Scope, ScopeError> {
     Scope::parse(scope)
 }
 
+/// Deletion wave of a resource type: other resources first, then
+/// applications, then environments (which applications reference). A
+/// resource of a later wave is deleted only once the earlier waves of the
+/// same template are gone.
+pub fn deletion_wave(radius_id: &str) -> u8 {
+    let lower = radius_id.to_ascii_lowercase();
+    let Some((_, after)) = lower.rsplit_once("/providers/") else {
+        return 0;
+    };
+    let segments: Vec<&str> = after.split('/').collect();
+    let kind = segments
+        .len()
+        .checked_sub(2)
+        .and_then(|i| segments.get(i))
+        .copied()
+        .unwrap_or("");
+    match kind {
+        "applications" => 1,
+        "environments" => 2,
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

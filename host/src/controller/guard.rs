@@ -126,7 +126,7 @@ pub fn check_template_plan(
                 }
             }
             TemplateAction::CreateResource(create) => {
-                if !valid_object_name(&create.name) {
+                if !radwasm_policy_model::is_object_name(&create.name) {
                     return Err(violation(
                         index,
                         action,
@@ -273,19 +273,6 @@ fn valid_deployment_name(name: &str) -> bool {
 }
 
 /// RFC 1123 subdomain, as Kubernetes requires for object names.
-fn valid_object_name(name: &str) -> bool {
-    name.len() <= 253
-        && !name.is_empty()
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
