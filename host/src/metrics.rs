@@ -121,6 +121,7 @@ pub struct Metrics {
     decision_fuel: Family<DecisionLabels, Histogram>,
     decision_failures: Family<FailureLabels, Counter>,
     paced_mutations: Family<KindLabels, Counter>,
+    held_for_order: Family<KindLabels, Counter>,
     shadow_decisions: Family<ShadowLabels, Counter>,
     remembered_objects: Gauge,
     radius_requests: Family<RadiusLabels, Counter>,
@@ -195,6 +196,12 @@ impl Default for Metrics {
             "Radius mutations a plan asked for too soon after a failed one, held back until the delay passed",
             paced_mutations.clone(),
         );
+        let held_for_order = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "radius_deletions_held_for_order",
+            "Radius deletions of an application or environment held back while the rest of its template's resources are still there",
+            held_for_order.clone(),
+        );
         let shadow_decisions = Family::<ShadowLabels, Counter>::default();
         registry.register(
             "shadow_decisions",
@@ -245,6 +252,7 @@ impl Default for Metrics {
             decision_fuel,
             decision_failures,
             paced_mutations,
+            held_for_order,
             shadow_decisions,
             remembered_objects,
             radius_requests,
@@ -315,6 +323,13 @@ impl Metrics {
     /// A Radius mutation held back by pacing.
     pub fn count_paced(&self, kind: &'static str) {
         self.paced_mutations
+            .get_or_create(&KindLabels { kind })
+            .inc();
+    }
+
+    /// A Radius deletion held back for the deletion order.
+    pub fn count_held_for_order(&self, kind: &'static str) {
+        self.held_for_order
             .get_or_create(&KindLabels { kind })
             .inc();
     }
@@ -512,6 +527,7 @@ mod tests {
         metrics.observe_reconcile_wait("DeploymentTemplate", Duration::from_millis(3));
         metrics.count_decision_failure("DeploymentResource", "OutOfFuel");
         metrics.count_paced("DeploymentResource");
+        metrics.count_held_for_order("DeploymentResource");
         metrics.count_drift_check("missing");
         metrics.count_shadow("DeploymentTemplate", "team-a", "team-a-canary", "disagreed");
         metrics.set_remembered_objects(3);
@@ -526,6 +542,7 @@ mod tests {
             r#"radwasm_policy_decision_fuel_sum{kind="DeploymentTemplate",policy="default",version="0.1.0",outcome="ok"} 84000.0"#,
             r#"radwasm_policy_decision_failures_total{kind="DeploymentResource",reason="OutOfFuel"} 1"#,
             r#"radwasm_radius_mutations_held_back_total{kind="DeploymentResource"} 1"#,
+            r#"radwasm_radius_deletions_held_for_order_total{kind="DeploymentResource"} 1"#,
             r#"radwasm_drift_checks_total{result="missing"} 1"#,
             "radwasm_remembered_objects 3",
             r#"radwasm_radius_requests_total{method="DELETE",outcome="client_error",code="409"} 1"#,

@@ -30,6 +30,8 @@ use crate::reconcile_policy::{Chosen, Selection, Shadow, Subject};
 
 /// Look again this soon when the cache has not yet seen our own last write.
 pub const STALE_CACHE_RECHECK: Duration = Duration::from_millis(100);
+/// Look again this soon when a deletion waits for others to go first.
+pub const DELETION_ORDER_RECHECK: Duration = Duration::from_secs(1);
 /// Look again this soon when the object's policy is loading its first version.
 pub const POLICY_LOADING_RECHECK: Duration = Duration::from_secs(1);
 
@@ -105,6 +107,13 @@ pub trait Reconciled:
         None
     }
 
+    /// Why this object's Radius mutations must wait for other objects now
+    /// (an application's or environment's deletion waits for the rest of
+    /// its template's resources: `ownership`), if they must.
+    fn held_back(&self, _ctx: &Context) -> Option<String> {
+        None
+    }
+
     /// How soon the object must be looked at again whatever its plan says
     /// (a drift check due); `None` if nothing is scheduled.
     fn next_check(&self, _ctx: &Context) -> Option<Duration> {
@@ -161,7 +170,16 @@ fn fingerprint<K: Resource>(object: &K) -> u64 {
     meta.generation.hash(&mut hasher);
     meta.deletion_timestamp.is_some().hash(&mut hasher);
     meta.labels.hash(&mut hasher);
-    meta.annotations.hash(&mut hasher);
+    // Not the annotation the controller keeps its deployment records in.
+    meta.annotations
+        .as_ref()
+        .map(|annotations| {
+            annotations
+                .iter()
+                .filter(|(name, _)| name.as_str() != super::deployment_records::ANNOTATION)
+                .collect::<Vec<_>>()
+        })
+        .hash(&mut hasher);
     hasher.finish()
 }
 
@@ -340,6 +358,15 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Dura
         tracing::debug!(?wait, "Radius mutation held back after a failed attempt");
         ctx.metrics.count_paced(K::KIND);
         return Ok(wait);
+    }
+
+    if mutates && let Some(why) = object.held_back(ctx) {
+        // The order of deletions holds whoever started them and whatever
+        // the policy decided: looked at again until what it waits for is
+        // gone (each deletion also wakes the owner's objects).
+        tracing::debug!(%why, "Radius mutation held back for the deletion order");
+        ctx.metrics.count_held_for_order(K::KIND);
+        return Ok(DELETION_ORDER_RECHECK);
     }
 
     let executed = object

@@ -18,6 +18,7 @@ use radwasm_policy_model::{
 };
 use serde_json::{Value, json};
 
+use super::deployment_records;
 use super::driver::{Executed, Reconciled, key};
 use super::status::{Current, DeployedSpec, StatusPatch};
 use super::{Context, Error, OWNER_NAME_LABEL, OWNER_UID_LABEL};
@@ -68,17 +69,39 @@ pub async fn template_plan(
     // updates went with it: those are folded in already, and if nothing
     // else changes the patch, the final write would repeat it.
     let mut written_ahead: Option<Box<StatusPatch>> = None;
+    // The deployment records the annotation holds after this plan's writes,
+    // if it wrote them; and whether a deleted record must be dropped there.
+    let mut annotated: Option<Vec<String>> = None;
+    let mut records_dropped = false;
     for (index, action) in actions.iter().enumerate() {
         match action {
             TemplateAction::AddFinalizer => {
-                match set_finalizer(ctx, object, TEMPLATE_FINALIZER, true).await? {
-                    Finalizer::Written(written) => version = written.or(version),
+                // A deployment this plan starts is recorded with the
+                // finalizer, in the same write (see `deployment_records`).
+                let records = actions[index + 1..].iter().find_map(|later| match later {
+                    TemplateAction::StartDeployment(start) => Some(deployment_records::with(
+                        &deployments,
+                        &deployment_id(start),
+                    )),
+                    _ => None,
+                });
+                let annotation = records.as_ref().map(|ids| {
+                    (
+                        deployment_records::ANNOTATION,
+                        deployment_records::annotation_value(ids),
+                    )
+                });
+                match set_finalizer(ctx, object, TEMPLATE_FINALIZER, true, annotation).await? {
+                    Finalizer::Written(written) => {
+                        version = written.or(version);
+                        annotated = records.or(annotated);
+                    }
                     Finalizer::AsAsked => {}
                     Finalizer::ObjectMoved => return Ok(executed.object_moved()),
                 }
             }
             TemplateAction::RemoveFinalizer => {
-                if set_finalizer(ctx, object, TEMPLATE_FINALIZER, false).await?
+                if set_finalizer(ctx, object, TEMPLATE_FINALIZER, false, None).await?
                     == Finalizer::ObjectMoved
                 {
                     return Ok(executed.object_moved());
@@ -94,6 +117,21 @@ pub async fn template_plan(
                 }
             }
             TemplateAction::StartDeployment(start) => {
+                let ids = deployment_records::with(&deployments, &deployment_id(start));
+                let holds = annotated.as_ref().map_or_else(
+                    || deployment_records::annotation_holds(object, &ids),
+                    |written| *written == ids,
+                );
+                if !holds {
+                    // Recorded where no other controller's status write
+                    // reaches, before it is sent.
+                    match deployment_records::write(ctx, object, version.as_deref(), &ids).await? {
+                        Finalizer::Written(written) => version = written.or(version),
+                        Finalizer::AsAsked => {}
+                        Finalizer::ObjectMoved => return Ok(executed.object_moved()),
+                    }
+                    annotated = Some(ids);
+                }
                 let deployment = Deployment {
                     start,
                     version: version.as_deref(),
@@ -116,6 +154,7 @@ pub async fn template_plan(
                 if delete_deployment(ctx, id).await? {
                     deployments.retain(|recorded| !recorded.eq_ignore_ascii_case(id));
                     patch.deployments = Some(deployments.clone());
+                    records_dropped = true;
                 } else {
                     executed.mutation_failed = true;
                 }
@@ -124,6 +163,14 @@ pub async fn template_plan(
             TemplateAction::SetStatus(update) => patch.template_update(&current, update, &spec),
             TemplateAction::EmitEvent(event) => emit(ctx, object, event).await,
             TemplateAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
+        }
+    }
+    if records_dropped && !finalizer_removed {
+        // Not ahead of anything: a record left listed is only deleted again.
+        if deployment_records::write(ctx, object, None, &deployments).await?
+            == Finalizer::ObjectMoved
+        {
+            return Ok(executed.object_moved());
         }
     }
     if written_ahead.is_some_and(|ahead| *ahead == patch) {
@@ -191,7 +238,7 @@ pub async fn resource_plan(
         match action {
             ResourceAction::AddFinalizer | ResourceAction::RemoveFinalizer => {
                 let present = matches!(action, ResourceAction::AddFinalizer);
-                if set_finalizer(ctx, object, RESOURCE_FINALIZER, present).await?
+                if set_finalizer(ctx, object, RESOURCE_FINALIZER, present, None).await?
                     == Finalizer::ObjectMoved
                 {
                     return Ok(executed.object_moved());
@@ -212,7 +259,7 @@ pub async fn resource_plan(
     Ok(executed)
 }
 
-fn api<K: Reconciled>(ctx: &Context, object: &K) -> Api<K> {
+pub(super) fn api<K: Reconciled>(ctx: &Context, object: &K) -> Api<K> {
     Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default())
 }
 
@@ -221,7 +268,7 @@ fn api<K: Reconciled>(ctx: &Context, object: &K) -> Api<K> {
 /// API server answers with (a template carries its ARM template twice, in
 /// spec and in status); the controller needs only its new resourceVersion,
 /// and the watch brings the object anyway.
-async fn send_write<K: Reconciled>(
+pub(super) async fn send_write<K: Reconciled>(
     ctx: &Context,
     api: &Api<K>,
     build: impl FnOnce(
@@ -261,6 +308,7 @@ pub async fn set_finalizer<K: Reconciled>(
     object: &K,
     finalizer: &str,
     present: bool,
+    annotation: Option<(&str, String)>,
 ) -> Result<Finalizer, Error> {
     let mut finalizers: Vec<String> = object.finalizers().to_vec();
     if present {
@@ -271,10 +319,15 @@ pub async fn set_finalizer<K: Reconciled>(
     } else {
         finalizers.retain(|f| f != finalizer);
     }
-    let patch = json!({"metadata": {
+    let mut patch = json!({"metadata": {
         "finalizers": finalizers,
         "resourceVersion": object.resource_version(),
     }});
+    if let Some((name, value)) = annotation {
+        let mut annotations = serde_json::Map::new();
+        annotations.insert(name.to_string(), Value::String(value));
+        patch["metadata"]["annotations"] = Value::Object(annotations);
+    }
     let name = object.name_any();
     let written = match send_write(ctx, &api(ctx, object), |request| {
         request.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -504,10 +557,7 @@ async fn start_deployment(
         spec,
         policy,
     } = deployment;
-    let deployment_id = format!(
-        "{}/providers/Microsoft.Resources/deployments/{}",
-        start.scope, start.deployment_name
-    );
+    let deployment_id = deployment_id(start);
     let follow = ResumeToken {
         kind: OperationKind::Deployment,
         resource_id: deployment_id.clone(),
@@ -526,9 +576,7 @@ async fn start_deployment(
         .iter()
         .any(|recorded| recorded.eq_ignore_ascii_case(&deployment_id));
     if !recorded_before {
-        deployments.push(deployment_id.clone());
-        let surplus = deployments.len().saturating_sub(MAX_DEPLOYMENT_RECORDS);
-        deployments.drain(..surplus);
+        *deployments = deployment_records::with(deployments, &deployment_id);
     }
     // What the plan's status ends as if the deployment starts: what it
     // folded so far, the record, then its later status updates. Written
@@ -629,9 +677,13 @@ fn record_deployment(patch: &mut StatusPatch, token: &ResumeToken, deployments: 
     patch.deployments = Some(deployments.to_vec());
 }
 
-/// Most deployment records remembered in status; a policy deletes older
-/// ones (the default keeps two), and past this the oldest are forgotten.
-const MAX_DEPLOYMENT_RECORDS: usize = 32;
+/// The id of the deployment record a `start-deployment` makes.
+fn deployment_id(start: &model::StartDeployment) -> String {
+    format!(
+        "{}/providers/Microsoft.Resources/deployments/{}",
+        start.scope, start.deployment_name
+    )
+}
 
 /// Delete a deployment record in Radius. `Ok(false)`: Radius refused; the
 /// record stays listed and the policy may ask again.

@@ -6,6 +6,7 @@
 //! not wake it (only what a user or another object changes does), so the
 //! policy's requested delay is what paces it.
 
+pub mod deployment_records;
 pub mod drift;
 pub mod driver;
 pub mod events;
@@ -14,6 +15,7 @@ pub mod guard;
 pub mod index;
 pub mod memory;
 pub mod observe;
+pub mod ownership;
 pub mod radius_hash;
 mod resource;
 pub mod runner;
@@ -78,6 +80,9 @@ pub struct Context {
     /// How often a `DeploymentResource` re-reads its Radius resource
     /// (`--drift-resync`); `None`: never.
     pub drift_resync: Option<Duration>,
+    /// The `DeploymentResource`s already warned about as not their
+    /// template's outputs (`ownership`).
+    pub not_outputs_warned: ownership::WarnedOnce,
 }
 
 /// The reflector stores the controllers' watches keep.
@@ -112,6 +117,7 @@ impl Context {
             owners: index::owners(),
             dependents: index::dependents(),
             drift_resync: None,
+            not_outputs_warned: ownership::WarnedOnce::default(),
         }
     }
 

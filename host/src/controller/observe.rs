@@ -86,19 +86,34 @@ pub async fn template(
     // One clock reading for every age in the observation, so that two times
     // recorded in the same instant compare as equal.
     let now = k8s_openapi::jiff::Timestamp::now();
+    let status = object.status.clone().unwrap_or_default();
+    let operation = operation(
+        ctx,
+        &super::driver::key(object),
+        status.operation.as_ref(),
+        status.failed_request.as_ref(),
+    )
+    .await;
+    // What the template owns: its own children (see `ownership`), and any
+    // other child already being deleted, which it waits for but cannot
+    // delete again. A child that is neither is not shown to its policy, so
+    // no plan can delete it: it is tracked by its own reconcile.
+    let just_deployed: &[String] = match operation.as_ref().map(|op| &op.result) {
+        Some(model::OperationResult::Succeeded { output_resources }) => output_resources,
+        _ => &[],
+    };
     let owned_resources = ctx
         .owners
         .get(&uid)
         .iter()
         .filter_map(|child| caches.resources.get(child))
         .filter(|r| {
-            // Owned means controlled (the owner reference), as Kubernetes
-            // garbage collection sees it: the resources Radius's own
-            // controller created, without radwasm's labels, count too.
             r.namespace().as_deref() == Some(namespace.as_str())
-                && r.owner_references()
-                    .iter()
-                    .any(|o| o.controller == Some(true) && o.uid == uid)
+                && (r.meta().deletion_timestamp.is_some()
+                    && r.owner_references()
+                        .iter()
+                        .any(|o| o.controller == Some(true) && o.uid == uid)
+                    || super::ownership::produced_by(object, r, just_deployed))
         })
         .map(|r| model::OwnedResource {
             name: r.name_any(),
@@ -116,15 +131,6 @@ pub async fn template(
                 .map(|since| super::drift::age_ms(since.0, now)),
         })
         .collect();
-
-    let status = object.status.clone().unwrap_or_default();
-    let operation = operation(
-        ctx,
-        &super::driver::key(object),
-        status.operation.as_ref(),
-        status.failed_request.as_ref(),
-    )
-    .await;
     let last_failure = failure_record(status.last_failure.as_ref(), operation.as_ref());
 
     let names = model::annotations::depends_on(object.annotations());
@@ -184,7 +190,7 @@ pub async fn template(
         dependencies,
         last_failure,
         dependency_cycle,
-        deployments: status.deployments.clone(),
+        deployments: super::deployment_records::recorded(object),
         deployed_age_ms: status
             .last_deployed
             .as_ref()
@@ -291,9 +297,19 @@ pub async fn resource(
         .iter()
         .find(|o| o.controller == Some(true) && o.kind == "DeploymentTemplate")
         .map(|reference| {
+            // A template being deleted goes without waiting for a resource
+            // none of its deployments produced (`ownership`): to such a
+            // resource it is as good as gone already, so deleting it (by
+            // hand, or garbage collection a moment after the template went
+            // while the cache still holds it) releases it, never deletes
+            // it in Radius.
             let found = caches
                 .templates
-                .get(&ObjectRef::new(&reference.name).within(&namespace));
+                .get(&ObjectRef::new(&reference.name).within(&namespace))
+                .filter(|template| {
+                    template.meta().deletion_timestamp.is_none()
+                        || super::ownership::produced_by(template, object, &[])
+                });
             model::OwnerTemplate {
                 name: reference.name.clone(),
                 reference_uid: reference.uid.clone(),

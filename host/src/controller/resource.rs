@@ -119,6 +119,13 @@ impl Reconciled for DeploymentResource {
         observation: &ResourceObservation,
         actions: &[ResourceAction],
     ) -> Result<Executed, Error> {
+        super::ownership::warn_if_not_an_output(ctx, self).await;
         execute::resource_plan(ctx, self, policy, observation, actions).await
+    }
+
+    fn held_back(&self, ctx: &Context) -> Option<String> {
+        // Only a deletion waits for others.
+        self.metadata.deletion_timestamp.as_ref()?;
+        super::ownership::deletion_held_by(ctx, self)
     }
 }
