@@ -10,6 +10,7 @@ mod harness;
 mod helm;
 mod image;
 mod modules;
+mod ownership;
 mod policies;
 mod radius_shape;
 mod rbac;
