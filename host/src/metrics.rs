@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::Router;
@@ -394,17 +394,53 @@ impl Metrics {
     }
 }
 
-/// Readiness: false until the controllers have synced their caches.
+/// Readiness (`/readyz`): not ready until the controllers' watch caches
+/// have finished their first list, nor while anything is reported that
+/// stops the controller from working as it should (a CustomResourceDefinition
+/// whose schema would drop fields the controller writes), each under a key
+/// of its own so one report can be withdrawn without touching another.
 #[derive(Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub struct Readiness(Arc<Mutex<ReadinessState>>);
+
+#[derive(Default)]
+struct ReadinessState {
+    synced: bool,
+    /// What keeps the process unready, by key; reported in `/readyz`.
+    problems: std::collections::BTreeMap<String, String>,
+}
 
 impl Readiness {
-    pub fn set_ready(&self) {
-        self.0.store(true, Ordering::SeqCst);
+    /// The caches have synced. True the first time (so that is logged once).
+    pub fn set_ready(&self) -> bool {
+        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        !std::mem::replace(&mut state.synced, true)
+    }
+
+    /// Keep the process unready for `reason` (under `key`) until
+    /// [`Readiness::clear_problem`] is called with the same key.
+    pub fn set_problem(&self, key: &str, reason: String) {
+        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        state.problems.insert(key.to_string(), reason);
+    }
+
+    /// Withdraw what was reported under `key`, if anything.
+    pub fn clear_problem(&self, key: &str) {
+        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        state.problems.remove(key);
     }
 
     pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.not_ready_because().is_none()
+    }
+
+    /// Why the process is not ready (one line per reason), or `None`.
+    pub fn not_ready_because(&self) -> Option<String> {
+        let state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reasons: Vec<String> = state.problems.values().cloned().collect();
+        if !state.synced {
+            reasons.insert(0, "caches not synced yet".to_string());
+        }
+        (!reasons.is_empty()).then(|| reasons.join("\n"))
     }
 }
 
@@ -484,10 +520,9 @@ async fn decisions_handler(
 }
 
 async fn ready_handler(State(state): State<ServerState>) -> impl IntoResponse {
-    if state.readiness.is_ready() {
-        (StatusCode::OK, "ready")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced yet")
+    match state.readiness.not_ready_because() {
+        None => (StatusCode::OK, "ready".to_string()),
+        Some(reasons) => (StatusCode::SERVICE_UNAVAILABLE, reasons + "\n"),
     }
 }
 
@@ -552,7 +587,14 @@ mod tests {
         let get = |path: &str| client.get(format!("http://{address}{path}")).send();
         assert_eq!(get("/healthz").await.expect("healthz").status(), 200);
         assert_eq!(get("/readyz").await.expect("readyz").status(), 503);
-        readiness.set_ready();
+        assert!(readiness.set_ready(), "the first time");
+        assert!(!readiness.set_ready(), "not again");
+        assert_eq!(get("/readyz").await.expect("readyz").status(), 200);
+        readiness.set_problem("crd:a", "a lacks status.id".into());
+        let answer = get("/readyz").await.expect("readyz");
+        assert_eq!(answer.status(), 503);
+        assert_eq!(answer.text().await.expect("body"), "a lacks status.id\n");
+        readiness.clear_problem("crd:a");
         assert_eq!(get("/readyz").await.expect("readyz").status(), 200);
         let body = get("/metrics")
             .await
