@@ -103,6 +103,12 @@ pub struct KubeRequestLabels {
     pub code: u16,
 }
 
+/// Labels of a CustomResourceDefinition, by name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CrdLabels {
+    pub crd: String,
+}
+
 /// Labels of one drift check: what it found (`found`, `missing`, `error`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DriftLabels {
@@ -127,6 +133,7 @@ pub struct Metrics {
     radius_request_seconds: Family<MethodLabels, Histogram>,
     drift_checks: Family<DriftLabels, Counter>,
     kube_requests: Family<KubeRequestLabels, Counter>,
+    crd_schema_missing_fields: Family<CrdLabels, Gauge>,
     /// Decision records: their counters are registered and their ring is
     /// served on `/debug/decisions` (`with_decision_records`).
     decision_records: Option<Recorder>,
@@ -235,6 +242,12 @@ impl Default for Metrics {
             "Kubernetes API requests by verb, resource and status code (a watch counts once, when it starts)",
             kube_requests.clone(),
         );
+        let crd_schema_missing_fields = Family::<CrdLabels, Gauge>::default();
+        registry.register(
+            "crd_schema_missing_fields",
+            "Fields the controller writes that the installed CustomResourceDefinition would drop (topmost of each missing subtree; 0 when it keeps them all)",
+            crd_schema_missing_fields.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -251,6 +264,7 @@ impl Default for Metrics {
             radius_request_seconds,
             drift_checks,
             kube_requests,
+            crd_schema_missing_fields,
             decision_records: None,
         }
     }
@@ -371,6 +385,15 @@ impl Metrics {
                 method: method.to_string(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    /// How many fields the controller writes the installed CRD `crd` lacks.
+    pub fn set_crd_schema_missing_fields(&self, crd: &str, count: usize) {
+        self.crd_schema_missing_fields
+            .get_or_create(&CrdLabels {
+                crd: crd.to_string(),
+            })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// One Kubernetes API request; `code` 0 when no answer came.
@@ -550,6 +573,7 @@ mod tests {
         metrics.count_drift_check("missing");
         metrics.count_shadow("DeploymentTemplate", "team-a", "team-a-canary", "disagreed");
         metrics.set_remembered_objects(3);
+        metrics.set_crd_schema_missing_fields("deploymenttemplates.radapp.io", 2);
         metrics.observe_radius_request("DELETE", 409, Duration::from_millis(2));
         metrics.observe_radius_request("PUT", 0, Duration::from_millis(2));
         let text = metrics.encode();
@@ -563,6 +587,7 @@ mod tests {
             r#"radwasm_radius_mutations_held_back_total{kind="DeploymentResource"} 1"#,
             r#"radwasm_drift_checks_total{result="missing"} 1"#,
             "radwasm_remembered_objects 3",
+            r#"radwasm_crd_schema_missing_fields{crd="deploymenttemplates.radapp.io"} 2"#,
             r#"radwasm_radius_requests_total{method="DELETE",outcome="client_error",code="409"} 1"#,
             r#"radwasm_radius_requests_total{method="PUT",outcome="unreachable",code="0"} 1"#,
             r#"radwasm_radius_request_seconds_count{method="DELETE"} 1"#,

@@ -251,6 +251,15 @@ impl ControllerHost {
         leading: impl std::future::Future<Output = bool>,
     ) {
         let records = self.ctx.decision_records.clone();
+        // Leader or not: a CRD that would drop what the controller writes
+        // makes the process unready.
+        controller::schema_check::spawn(
+            self.ctx.client.clone(),
+            self.ctx.metrics.clone(),
+            readiness.clone(),
+            self.ctx.recorders.clone(),
+            shutdown.clone(),
+        );
         let (lead, gate) = controller::Leading::later();
         // On a worker of the runtime rather than on the thread that blocks
         // on it (`radwasm run`'s main thread): each reconcile the controllers

@@ -17,6 +17,7 @@ pub mod observe;
 pub mod radius_hash;
 mod resource;
 pub mod runner;
+pub mod schema_check;
 pub mod status;
 mod template;
 
