@@ -74,6 +74,14 @@ async fn a_template_becomes_ready_with_one_owned_resource_per_output() {
             let mut ids: Vec<String> = owned.iter().map(|r| r.spec.id.clone()).collect();
             ids.sort();
             assert_eq!(ids, want);
+            // Ready, each also names its id in status, as Radius's
+            // controller writes it.
+            for resource in &owned {
+                assert_eq!(
+                    resource.status.as_ref().and_then(|s| s.id.as_deref()),
+                    Some(resource.spec.id.as_str())
+                );
+            }
             break;
         }
         assert!(
