@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod crd_schema;
 pub mod go_text;
 pub mod kube_client;
 pub mod leader;

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::Router;
@@ -103,6 +103,12 @@ pub struct KubeRequestLabels {
     pub code: u16,
 }
 
+/// Labels of a CustomResourceDefinition, by name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CrdLabels {
+    pub crd: String,
+}
+
 /// Labels of one drift check: what it found (`found`, `missing`, `error`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DriftLabels {
@@ -128,6 +134,7 @@ pub struct Metrics {
     radius_request_seconds: Family<MethodLabels, Histogram>,
     drift_checks: Family<DriftLabels, Counter>,
     kube_requests: Family<KubeRequestLabels, Counter>,
+    crd_schema_missing_fields: Family<CrdLabels, Gauge>,
     /// Decision records: their counters are registered and their ring is
     /// served on `/debug/decisions` (`with_decision_records`).
     decision_records: Option<Recorder>,
@@ -242,6 +249,12 @@ impl Default for Metrics {
             "Kubernetes API requests by verb, resource and status code (a watch counts once, when it starts)",
             kube_requests.clone(),
         );
+        let crd_schema_missing_fields = Family::<CrdLabels, Gauge>::default();
+        registry.register(
+            "crd_schema_missing_fields",
+            "Fields the controller writes that the installed CustomResourceDefinition would drop (topmost of each missing subtree; 0 when it keeps them all)",
+            crd_schema_missing_fields.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -259,6 +272,7 @@ impl Default for Metrics {
             radius_request_seconds,
             drift_checks,
             kube_requests,
+            crd_schema_missing_fields,
             decision_records: None,
         }
     }
@@ -388,6 +402,15 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// How many fields the controller writes the installed CRD `crd` lacks.
+    pub fn set_crd_schema_missing_fields(&self, crd: &str, count: usize) {
+        self.crd_schema_missing_fields
+            .get_or_create(&CrdLabels {
+                crd: crd.to_string(),
+            })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
     /// One Kubernetes API request; `code` 0 when no answer came.
     pub fn count_kube_request(&self, verb: &'static str, resource: String, code: u16) {
         self.kube_requests
@@ -409,17 +432,53 @@ impl Metrics {
     }
 }
 
-/// Readiness: false until the controllers have synced their caches.
+/// Readiness (`/readyz`): not ready until the controllers' watch caches
+/// have finished their first list, nor while anything is reported that
+/// stops the controller from working as it should (a CustomResourceDefinition
+/// whose schema would drop fields the controller writes), each under a key
+/// of its own so one report can be withdrawn without touching another.
 #[derive(Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub struct Readiness(Arc<Mutex<ReadinessState>>);
+
+#[derive(Default)]
+struct ReadinessState {
+    synced: bool,
+    /// What keeps the process unready, by key; reported in `/readyz`.
+    problems: std::collections::BTreeMap<String, String>,
+}
 
 impl Readiness {
-    pub fn set_ready(&self) {
-        self.0.store(true, Ordering::SeqCst);
+    /// The caches have synced. True the first time (so that is logged once).
+    pub fn set_ready(&self) -> bool {
+        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        !std::mem::replace(&mut state.synced, true)
+    }
+
+    /// Keep the process unready for `reason` (under `key`) until
+    /// [`Readiness::clear_problem`] is called with the same key.
+    pub fn set_problem(&self, key: &str, reason: String) {
+        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        state.problems.insert(key.to_string(), reason);
+    }
+
+    /// Withdraw what was reported under `key`, if anything.
+    pub fn clear_problem(&self, key: &str) {
+        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        state.problems.remove(key);
     }
 
     pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.not_ready_because().is_none()
+    }
+
+    /// Why the process is not ready (one line per reason), or `None`.
+    pub fn not_ready_because(&self) -> Option<String> {
+        let state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reasons: Vec<String> = state.problems.values().cloned().collect();
+        if !state.synced {
+            reasons.insert(0, "caches not synced yet".to_string());
+        }
+        (!reasons.is_empty()).then(|| reasons.join("\n"))
     }
 }
 
@@ -499,10 +558,9 @@ async fn decisions_handler(
 }
 
 async fn ready_handler(State(state): State<ServerState>) -> impl IntoResponse {
-    if state.readiness.is_ready() {
-        (StatusCode::OK, "ready")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced yet")
+    match state.readiness.not_ready_because() {
+        None => (StatusCode::OK, "ready".to_string()),
+        Some(reasons) => (StatusCode::SERVICE_UNAVAILABLE, reasons + "\n"),
     }
 }
 
@@ -531,6 +589,7 @@ mod tests {
         metrics.count_drift_check("missing");
         metrics.count_shadow("DeploymentTemplate", "team-a", "team-a-canary", "disagreed");
         metrics.set_remembered_objects(3);
+        metrics.set_crd_schema_missing_fields("deploymenttemplates.radapp.io", 2);
         metrics.observe_radius_request("DELETE", 409, Duration::from_millis(2));
         metrics.observe_radius_request("PUT", 0, Duration::from_millis(2));
         let text = metrics.encode();
@@ -545,6 +604,7 @@ mod tests {
             r#"radwasm_radius_deletions_held_for_order_total{kind="DeploymentResource"} 1"#,
             r#"radwasm_drift_checks_total{result="missing"} 1"#,
             "radwasm_remembered_objects 3",
+            r#"radwasm_crd_schema_missing_fields{crd="deploymenttemplates.radapp.io"} 2"#,
             r#"radwasm_radius_requests_total{method="DELETE",outcome="client_error",code="409"} 1"#,
             r#"radwasm_radius_requests_total{method="PUT",outcome="unreachable",code="0"} 1"#,
             r#"radwasm_radius_request_seconds_count{method="DELETE"} 1"#,
@@ -569,7 +629,14 @@ mod tests {
         let get = |path: &str| client.get(format!("http://{address}{path}")).send();
         assert_eq!(get("/healthz").await.expect("healthz").status(), 200);
         assert_eq!(get("/readyz").await.expect("readyz").status(), 503);
-        readiness.set_ready();
+        assert!(readiness.set_ready(), "the first time");
+        assert!(!readiness.set_ready(), "not again");
+        assert_eq!(get("/readyz").await.expect("readyz").status(), 200);
+        readiness.set_problem("crd:a", "a lacks status.id".into());
+        let answer = get("/readyz").await.expect("readyz");
+        assert_eq!(answer.status(), 503);
+        assert_eq!(answer.text().await.expect("body"), "a lacks status.id\n");
+        readiness.clear_problem("crd:a");
         assert_eq!(get("/readyz").await.expect("readyz").status(), 200);
         let body = get("/metrics")
             .await

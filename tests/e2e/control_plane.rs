@@ -390,7 +390,9 @@ const REAL_SUITE_BOUND: Duration = Duration::from_secs(30 * 60);
 /// use the real server in both runs), `dev` and `modules` (`radwasm dev`
 /// brings its own embedded server), `churn` (it injects the embedded
 /// server's faults, so it runs on that one whatever the backend) and `helm`
-/// (it installs onto the real server in both runs). The second run's output is printed when it fails.
+/// (it installs onto the real server in both runs) and `crd_schema` (each
+/// of its tests picks its server, the real one a cluster of its own). The
+/// second run's output is printed when it fails.
 #[test]
 fn every_scenario_also_passes_on_the_real_api_server() {
     use crate::harness::{BACKEND_ENV, Backend};
@@ -414,6 +416,8 @@ fn every_scenario_also_passes_on_the_real_api_server() {
             "churn::",
             "--skip",
             "helm::",
+            "--skip",
+            "crd_schema::",
             "--skip",
             "image::",
             "--test-threads",

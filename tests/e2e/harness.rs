@@ -144,6 +144,34 @@ impl System {
         extra_args: &[&str],
         deploy_time: Duration,
     ) -> System {
+        Self::start_in(backend, None, service_account, extra_args, deploy_time).await
+    }
+
+    /// [`System::start_as`] on the real API server of `cluster` (prepared
+    /// with `realkube::prepare_for_product`) rather than the shared one:
+    /// for a scenario that changes what all scenarios on a cluster share,
+    /// such as the CRDs.
+    pub async fn start_on_cluster(
+        cluster: crate::realkube::ClusterHandle,
+        extra_args: &[&str],
+    ) -> System {
+        Self::start_in(
+            Backend::Real,
+            Some(cluster),
+            crate::realkube::CONTROLLER_SERVICE_ACCOUNT,
+            extra_args,
+            Duration::from_millis(300),
+        )
+        .await
+    }
+
+    async fn start_in(
+        backend: Backend,
+        cluster: Option<crate::realkube::ClusterHandle>,
+        service_account: &str,
+        extra_args: &[&str],
+        deploy_time: Duration,
+    ) -> System {
         let radius = radwasm_sim_radius::start(radwasm_sim_radius::SimConfig {
             deploy_duration: deploy_time,
             delete_duration: Duration::from_millis(100),
@@ -161,7 +189,8 @@ impl System {
                 (Some(apiserver), client, NS.to_string(), None)
             }
             Backend::Real => {
-                let (cluster, client, namespace) = Self::real(&kubeconfig, service_account).await;
+                let (cluster, client, namespace) =
+                    Self::real(&kubeconfig, service_account, cluster).await;
                 let given = extra_args.clone();
                 let has = |flag: &str| given.iter().any(|a| a == flag);
                 // Its own namespace, so scenarios sharing the cluster never
@@ -245,10 +274,14 @@ impl System {
     async fn real(
         kubeconfig: &Path,
         service_account: &str,
+        cluster: Option<crate::realkube::ClusterHandle>,
     ) -> (crate::realkube::ClusterHandle, Client, String) {
-        let cluster = crate::realkube::shared()
-            .await
-            .unwrap_or_else(|e| panic!("the real API server ({BACKEND_ENV}=real): {e:#}"));
+        let cluster = match cluster {
+            Some(cluster) => cluster,
+            None => crate::realkube::shared()
+                .await
+                .unwrap_or_else(|e| panic!("the real API server ({BACKEND_ENV}=real): {e:#}")),
+        };
         let client = cluster.client().await.expect("admin client");
         let namespace = scenario_namespace();
         let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -427,6 +460,39 @@ impl System {
     /// The Prometheus text the (latest) controller serves on `/metrics`.
     pub async fn metrics(&self) -> String {
         self.scrape("/metrics").await
+    }
+
+    /// The metrics (and probe) address of every controller this scenario
+    /// started, oldest first, once each has logged it.
+    pub fn probe_addresses(&self) -> Vec<String> {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(self.dir.path())
+            .map(|entries| entries.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        paths.sort();
+        paths
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .filter_map(|path| {
+                std::fs::read_to_string(path)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|line| line.contains("metrics and probes"))
+                    .filter_map(|line| line.split("bound=").nth(1))
+                    .filter_map(|rest| rest.split_whitespace().next())
+                    .map(str::to_string)
+                    .next()
+            })
+            .collect()
+    }
+
+    /// GET `path` from the controller's metrics server at `address`: the
+    /// status code and the body.
+    pub async fn probe(address: &str, path: &str) -> (u16, String) {
+        let response = reqwest::get(format!("http://{address}{path}"))
+            .await
+            .unwrap_or_else(|e| panic!("GET {path} from {address}: {e}"));
+        let code = response.status().as_u16();
+        (code, response.text().await.expect("response body"))
     }
 
     /// GET `path` from the controller's metrics server.

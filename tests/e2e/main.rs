@@ -4,6 +4,7 @@
 
 mod churn;
 mod control_plane;
+mod crd_schema;
 mod dev;
 mod drift;
 mod harness;

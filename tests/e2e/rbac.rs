@@ -465,7 +465,7 @@ async fn the_controller_cannot_read_secrets_or_write_outside_its_kinds() {
         "system:serviceaccount:{CONTROLLER_NAMESPACE}:{}",
         crate::realkube::CONTROLLER_SERVICE_ACCOUNT
     );
-    let denied: [(&str, &str, &str, Option<&str>); 22] = [
+    let denied: [(&str, &str, &str, Option<&str>); 23] = [
         ("get", "", "secrets", None),
         ("list", "", "secrets", None),
         ("watch", "", "secrets", None),
@@ -496,6 +496,13 @@ async fn the_controller_cannot_read_secrets_or_write_outside_its_kinds() {
         ),
         (
             "delete",
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            None,
+        ),
+        // Only our two CRDs are listed and watched, by name.
+        (
+            "list",
             "apiextensions.k8s.io",
             "customresourcedefinitions",
             None,

@@ -782,7 +782,7 @@ extern "C" fn stop_shared_cluster() {
 /// controller's namespace and its RBAC, all from `deploy/` as committed;
 /// then wait until the CRDs are served and RBAC lets the ServiceAccount
 /// list them (the authorizer's caches lag the writes a little).
-async fn prepare_for_product(cluster: &RealCluster) -> Result<()> {
+pub async fn prepare_for_product(cluster: &RealCluster) -> Result<()> {
     let deploy = repo_root().join("deploy");
     let file = |name: &str| deploy.join(name).display().to_string();
     let (crds, policy_crds, namespace, rbac) = (

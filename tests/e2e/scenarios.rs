@@ -74,6 +74,14 @@ async fn a_template_becomes_ready_with_one_owned_resource_per_output() {
             let mut ids: Vec<String> = owned.iter().map(|r| r.spec.id.clone()).collect();
             ids.sort();
             assert_eq!(ids, want);
+            // Ready, each also names its id in status, as Radius's
+            // controller writes it.
+            for resource in &owned {
+                assert_eq!(
+                    resource.status.as_ref().and_then(|s| s.id.as_deref()),
+                    Some(resource.spec.id.as_str())
+                );
+            }
             break;
         }
         assert!(
@@ -657,6 +665,68 @@ async fn with_leader_election_one_replica_reconciles_and_a_standby_takes_over() 
         2,
         "one per template"
     );
+    let _ = standby.kill();
+    let _ = standby.wait();
+    system.shutdown().await;
+}
+
+/// Wait until `/readyz` of the controller at `address` answers 200 (and
+/// says so), within 30 s.
+async fn ready_within(system: &System, address: &str) {
+    crate::realkube::eventually(
+        &format!("/readyz of the controller at {address} answers 200"),
+        Duration::from_secs(30),
+        || async {
+            let (code, body) = System::probe(address, "/readyz").await;
+            Ok((code == 200).then_some(body))
+        },
+    )
+    .await;
+    let (code, body) = System::probe(address, "/readyz").await;
+    assert_eq!((code, body.as_str()), (200, "ready"), "{}", system.logs());
+}
+
+/// `/readyz` follows the first sync of the controllers' watch caches: 200
+/// once both kinds are listed, with or without leader election, and on a
+/// standby that does not lead (it keeps its caches warm to take over).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_answers_ready_once_the_caches_have_synced_with_or_without_leader_election() {
+    let system = System::start(&[]).await;
+    system.create(&app_template("app")).await;
+    system.wait_for_log("metrics and probes").await;
+    let address = system.probe_addresses().remove(0);
+    ready_within(&system, &address).await;
+    assert_eq!(system.all_logs().matches("caches synced").count(), 1);
+    system.wait_phase("app", "Ready").await;
+    system.shutdown().await;
+
+    let mut system =
+        System::start(&["--leader-elect", "--leader-election-lease-duration", "2s"]).await;
+    system.wait_for_log("became the leader").await;
+    let mut standby = system.spawn_controller();
+    system.wait_for_log("waiting for the leader lease").await;
+    let addresses = crate::realkube::eventually(
+        "both controllers serve their probes",
+        Duration::from_secs(30),
+        || async { Ok(Some(system.probe_addresses()).filter(|a| a.len() == 2)) },
+    )
+    .await;
+    for address in &addresses {
+        ready_within(&system, address).await;
+    }
+    // Each became ready through its own caches, the standby without leading.
+    assert_eq!(
+        system.all_logs().matches("caches synced").count(),
+        2,
+        "{}",
+        system.logs()
+    );
+    assert_eq!(system.all_logs().matches("became the leader").count(), 1);
+    // With a standby watching, a template still deploys exactly once.
+    system.create(&app_template("app")).await;
+    system.wait_phase("app", "Ready").await;
+    assert_eq!(system.radius().stats().deployment_puts, 1);
+    assert!(system.controller_running());
     let _ = standby.kill();
     let _ = standby.wait();
     system.shutdown().await;

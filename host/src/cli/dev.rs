@@ -131,8 +131,11 @@ async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         host.policy.current().display_name(),
         host.policy.current().digest()
     );
-    let controllers =
-        tokio::spawn(host.run(shutdown.clone(), crate::metrics::Readiness::default()));
+    let controllers = tokio::spawn(host.run(
+        shutdown.clone(),
+        crate::metrics::Readiness::default(),
+        std::future::ready(true),
+    ));
 
     let applied = apply(&client, &documents).await?;
     let outcome = follow(&client, &applied, &args, &shutdown, &radius).await;

@@ -239,22 +239,55 @@ impl ControllerHost {
     }
 
     /// Run the controllers (and the policy file watch) until `shutdown`;
-    /// `readiness` turns ready once their caches have synced.
-    pub async fn run(self, shutdown: CancellationToken, readiness: Readiness) {
-        tokio::spawn(
-            self.policy
-                .clone()
-                .watch(self.reload_interval, shutdown.clone()),
-        );
-        self.start_reconcile_policies(&shutdown).await;
+    /// `readiness` turns ready once their caches have synced. The watches
+    /// start at once; everything that acts (the reconciles, the
+    /// `ReconcilePolicy` loader, the policy file watch) waits for `leading`
+    /// to answer true (with leader election: this process leads), and
+    /// never starts if it answers false.
+    pub async fn run(
+        self,
+        shutdown: CancellationToken,
+        readiness: Readiness,
+        leading: impl std::future::Future<Output = bool>,
+    ) {
         let records = self.ctx.decision_records.clone();
+        // Leader or not: a CRD that would drop what the controller writes
+        // makes the process unready.
+        controller::schema_check::spawn(
+            self.ctx.client.clone(),
+            self.ctx.metrics.clone(),
+            readiness.clone(),
+            self.ctx.recorders.clone(),
+            shutdown.clone(),
+        );
+        let (lead, gate) = controller::Leading::later();
         // On a worker of the runtime rather than on the thread that blocks
         // on it (`radwasm run`'s main thread): each reconcile the controllers
         // spawn then starts on the worker that spawned it, instead of waking
         // a worker from another thread. About a tenth less CPU
         // (docs/benchmarks.md, "Controllers on a worker").
-        let controllers =
-            tokio::spawn(controller::run(self.ctx, self.options, shutdown, readiness));
+        let controllers = tokio::spawn(controller::run(
+            self.ctx.clone(),
+            self.options.clone(),
+            shutdown.clone(),
+            readiness,
+            gate,
+        ));
+        let leads = tokio::select! {
+            leads = leading => leads,
+            () = shutdown.cancelled() => false,
+        };
+        if leads {
+            tokio::spawn(
+                self.policy
+                    .clone()
+                    .watch(self.reload_interval, shutdown.clone()),
+            );
+            // Before the first reconcile: selection needs the namespaces'
+            // store and the policies' watch in place.
+            self.start_reconcile_policies(&shutdown).await;
+            let _ = lead.send(true);
+        }
         if let Err(error) = controllers.await
             && error.is_panic()
         {
@@ -364,7 +397,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(%bound, "metrics and probes");
         if !args.leader_elect {
             // Ready once the controllers' caches have synced.
-            host.run(shutdown, readiness).await;
+            host.run(shutdown, readiness, std::future::ready(true))
+                .await;
             return anyhow::Ok(ExitCode::SUCCESS);
         }
         let settings = LeaseSettings {
@@ -374,17 +408,32 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             lease_duration: args.leader_election_lease_duration,
             renew_every: (args.leader_election_lease_duration / 3).max(Duration::from_millis(100)),
         };
-        // A standby is healthy and ready to take over: it reports ready while
-        // it campaigns, so a rolling update is not held up by it.
-        readiness.set_ready();
+        // A standby watches and caches as the leader does, and is ready
+        // once its caches have synced, leader or not (docs/crds.md,
+        // "Leader election"): it takes over with a warm cache, and a
+        // rolling update is not held up by a replica that waits to lead.
         let mut elector = LeaderElector::new(host.client(), settings);
-        if !elector.acquire(&shutdown).await {
-            return anyhow::Ok(ExitCode::SUCCESS);
-        }
         // Reconciling stops on shutdown or the moment leadership is lost.
         let stop = shutdown.child_token();
+        let (leads, leading) = tokio::sync::oneshot::channel::<()>();
+        let controllers =
+            tokio::spawn(host.run(
+                stop.clone(),
+                readiness,
+                async move { leading.await.is_ok() },
+            ));
+        if !elector.acquire(&shutdown).await {
+            stop.cancel();
+            let _ = controllers.await;
+            return anyhow::Ok(ExitCode::SUCCESS);
+        }
+        let _ = leads.send(());
         let term = tokio::spawn(elector.hold(shutdown.clone(), stop.clone()));
-        host.run(stop, Readiness::default()).await;
+        if let Err(error) = controllers.await
+            && error.is_panic()
+        {
+            std::panic::resume_unwind(error.into_panic());
+        }
         shutdown.cancel();
         match term.await {
             // Released only now that the controllers have stopped, so a

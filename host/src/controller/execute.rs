@@ -250,7 +250,9 @@ pub async fn resource_plan(
                     executed.mutation_failed = true;
                 }
             }
-            ResourceAction::SetStatus(update) => patch.resource_update(&current, update),
+            ResourceAction::SetStatus(update) => {
+                patch.resource_update(&current, update, &object.spec.id)
+            }
             ResourceAction::EmitEvent(event) => emit(ctx, object, event).await,
             ResourceAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
         }

@@ -19,6 +19,7 @@ pub mod ownership;
 pub mod radius_hash;
 mod resource;
 pub mod runner;
+pub mod schema_check;
 pub mod status;
 mod template;
 
@@ -165,15 +166,15 @@ impl Context {
     /// would see a template without its `DeploymentResource`s (and,
     /// deleting, let it go while they still hold Radius resources), as
     /// after every controller restart.
+    ///
+    /// Judged by the two indexes, which take in each watch's first list
+    /// right after its cache does, rather than by polling the caches' own
+    /// `wait_until_ready`: that future keeps the waker of its last poller
+    /// only, so a poll from here (with a no-op waker) would take the wake-up
+    /// from whoever else awaits the same cache.
     pub fn synced_caches(&self) -> Result<Option<&Caches>, Error> {
-        use futures::FutureExt;
         let caches = self.caches()?;
-        let ready = |ready: Option<Result<(), _>>| matches!(ready, Some(Ok(())));
-        Ok((ready(caches.templates.wait_until_ready().now_or_never())
-            && ready(caches.resources.wait_until_ready().now_or_never())
-            && self.owners.is_listed()
-            && self.dependents.is_listed())
-        .then_some(caches))
+        Ok((self.owners.is_listed() && self.dependents.is_listed()).then_some(caches))
     }
 }
 
@@ -381,13 +382,61 @@ fn resource_seen(
     }
 }
 
+/// Readiness follows the watches: once both kinds' first lists have
+/// reached their caches and indexes (whichever ends last marks it), the
+/// process is ready. Later re-lists change nothing: a cache that was
+/// synced once is served while its watch recovers.
+fn ready_when_listed<K>(
+    ctx: Arc<Context>,
+    readiness: Readiness,
+) -> impl Fn(&watcher::Event<K>) + Send + 'static {
+    move |event| {
+        if matches!(event, watcher::Event::InitDone)
+            && ctx.owners.is_listed()
+            && ctx.dependents.is_listed()
+            && readiness.set_ready()
+        {
+            tracing::info!("caches synced");
+        }
+    }
+}
+
+/// When this process may reconcile: at once ([`Leading::now`]), or once it
+/// leads ([`Leading::later`]). The watches and caches run either way.
+#[derive(Clone)]
+pub struct Leading(tokio::sync::watch::Receiver<bool>);
+
+impl Leading {
+    /// Reconcile from the start (no leader election).
+    pub fn now() -> Self {
+        Self(tokio::sync::watch::channel(true).1)
+    }
+
+    /// Reconcile once `true` is sent (this process leads); never if the
+    /// sender goes without sending it.
+    pub fn later() -> (tokio::sync::watch::Sender<bool>, Self) {
+        let (sender, receiver) = tokio::sync::watch::channel(false);
+        (sender, Self(receiver))
+    }
+
+    /// Done once reconciling may start.
+    pub async fn wait(mut self) {
+        if self.0.wait_for(|leading| *leading).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 /// Run both controllers until `shutdown` is cancelled; in-flight reconciles
-/// finish first. `readiness` turns ready once both caches have synced.
+/// finish first. The watches start at once and `readiness` turns ready once
+/// both caches have synced; reconciles start once `leading` says so (a
+/// standby's caches are warm when it takes over).
 pub async fn run(
     ctx: Arc<Context>,
     options: Options,
     shutdown: CancellationToken,
     readiness: Readiness,
+    leading: Leading,
 ) {
     let templates: Api<DeploymentTemplate> = api(&ctx.client, &options.namespace);
     let resources: Api<DeploymentResource> = api(&ctx.client, &options.namespace);
@@ -415,6 +464,7 @@ pub async fn run(
             let ctx = ctx.clone();
             move |event| ctx.dependents.observe(event)
         })
+        .inspect_ok(ready_when_listed(ctx.clone(), readiness.clone()))
         // A template that others depend on wakes them when it changes (its
         // status included: that is what they wait for), or goes.
         .inspect_ok({
@@ -446,6 +496,7 @@ pub async fn run(
             let ctx = ctx.clone();
             move |event| ctx.owners.observe(event)
         })
+        .inspect_ok(ready_when_listed(ctx.clone(), readiness.clone()))
         .inspect_ok(resource_seen(ctx.clone(), owners_tx))
         .flat_map(applied_when_cached(resource_store.clone()))
         .predicate_filter(user_changes(), Default::default())
@@ -455,17 +506,6 @@ pub async fn run(
         templates: template_store.clone(),
         resources: resource_store.clone(),
     });
-    {
-        let (templates, resources) = (template_store.clone(), resource_store.clone());
-        tokio::spawn(async move {
-            if templates.wait_until_ready().await.is_ok()
-                && resources.wait_until_ready().await.is_ok()
-            {
-                tracing::info!("caches synced");
-                readiness.set_ready();
-            }
-        });
-    }
 
     // A policy swapped in, added, removed or re-selected: the objects whose
     // deciding policy moved are reconciled again.
@@ -482,6 +522,7 @@ pub async fn run(
         template_store,
         &options,
         &shutdown,
+        &leading,
         &ctx,
     );
     let resource_controller = reconciles(
@@ -492,6 +533,7 @@ pub async fn run(
         resource_store,
         &options,
         &shutdown,
+        &leading,
         &ctx,
     );
 
@@ -518,6 +560,7 @@ fn reconciles<K: driver::Reconciled>(
     store: reflector::Store<K>,
     options: &Options,
     shutdown: &CancellationToken,
+    leading: &Leading,
     ctx: &Arc<Context>,
 ) -> impl std::future::Future<Output = ()> {
     let ctx = ctx.clone();
@@ -526,6 +569,7 @@ fn reconciles<K: driver::Reconciled>(
         store,
         options.concurrency,
         shutdown.clone(),
+        leading.clone().wait(),
         move |object, waited| driver::reconcile(object, waited, ctx.clone()),
     )
 }

@@ -137,7 +137,9 @@ impl<T: Clone + Eq + Hash> Queue<T> {
 ///
 /// `triggers` names the objects to reconcile now: every watch event that
 /// passed the filters, and every other wake-up. Nothing starts before `store`
-/// has been listed once. `reconcile` is given the object as the cache holds
+/// has been listed once, nor before `leading` is done (at once without
+/// leader election; with it, once this process leads: until then the
+/// watches keep the cache and the queue warm). `reconcile` is given the object as the cache holds
 /// it when its turn comes (an object gone from the cache by then is
 /// skipped) and how long it waited for a slot; it answers when to look
 /// again. `concurrency` 0 means no limit.
@@ -146,6 +148,7 @@ pub async fn run<K, F, Fut>(
     store: Store<K>,
     concurrency: u16,
     shutdown: CancellationToken,
+    leading: impl Future<Output = ()>,
     reconcile: F,
 ) where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
@@ -165,10 +168,12 @@ pub async fn run<K, F, Fut>(
     let listed = store.wait_until_ready();
     futures::pin_mut!(listed);
     let mut synced = false;
+    futures::pin_mut!(leading);
+    let mut led = false;
     let mut stopping = false;
     loop {
         let now = Instant::now();
-        while synced && !stopping && running.len() < limit {
+        while synced && led && !stopping && running.len() < limit {
             let Some((object, waited)) = queue.start_next(now) else {
                 break;
             };
@@ -192,6 +197,7 @@ pub async fn run<K, F, Fut>(
                 }
                 synced = true;
             }
+            () = &mut leading, if !led => led = true,
             trigger = triggers.next(), if !stopping => match trigger {
                 Some(object) => {
                     let now = Instant::now();

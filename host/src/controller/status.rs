@@ -20,6 +20,9 @@ pub struct StatusPatch {
     pub message: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// A resource's Radius id, written with its `Ready` phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_hash: Option<String>,
     /// The deployed copy of the spec, kept with `statusHash`.
@@ -113,8 +116,18 @@ impl StatusPatch {
     }
 
     /// Fold a resource policy's `set-status` into this patch. A resource's
-    /// status always describes its current generation.
-    pub fn resource_update(&mut self, current: &Current<'_>, update: &model::ResourceStatusUpdate) {
+    /// status always describes its current generation. With the `Ready`
+    /// phase, `status.id` is set to the resource's `id` (its `spec.id`), as
+    /// Radius's controller writes it.
+    pub fn resource_update(
+        &mut self,
+        current: &Current<'_>,
+        update: &model::ResourceStatusUpdate,
+        id: &str,
+    ) {
+        if update.phase == Some(model::ResourcePhase::Ready) {
+            self.id = Some(id.to_string());
+        }
         self.common(
             current,
             update.phase.map(|p| p.as_str()),
@@ -456,9 +469,23 @@ mod tests {
                 phase: Some(model::ResourcePhase::Deleting),
                 ..Default::default()
             },
+            "/planes/radius/local/resourceGroups/g/providers/A.B/c/d",
         );
         assert_eq!(resource.observed_generation, Some(7));
         assert_eq!(resource.phrase.as_deref(), Some("Deleting"));
+        assert_eq!(resource.id, None, "written with Ready only");
+        resource.resource_update(
+            &current,
+            &model::ResourceStatusUpdate {
+                phase: Some(model::ResourcePhase::Ready),
+                ..Default::default()
+            },
+            "/planes/radius/local/resourceGroups/g/providers/A.B/c/d",
+        );
+        assert_eq!(
+            serde_json::to_value(&resource).expect("json")["id"],
+            "/planes/radius/local/resourceGroups/g/providers/A.B/c/d"
+        );
     }
 
     #[test]
@@ -512,6 +539,7 @@ mod tests {
                 conditions: vec![ready(model::ConditionStatus::False, "Deleting")],
                 ..Default::default()
             },
+            "id",
         );
         patch.resource_update(
             &current,
@@ -524,6 +552,7 @@ mod tests {
                 }],
                 ..Default::default()
             },
+            "id",
         );
         let conditions = patch.conditions.expect("conditions");
         assert_eq!(conditions.len(), 2);
