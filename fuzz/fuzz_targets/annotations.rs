@@ -71,11 +71,27 @@ fn reference_depends_on(value: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for part in value.split(',') {
         let part = part.trim();
-        if !part.is_empty() && !out.iter().any(|seen| seen == part) {
+        if reference_object_name(part) && !out.iter().any(|seen| seen == part) {
             out.push(part.to_string());
         }
     }
     out
+}
+
+/// An RFC 1123 subdomain as Kubernetes' validation reads it: at most 253
+/// characters, each dot-separated label `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.
+fn reference_object_name(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            match (label.chars().next(), label.chars().last()) {
+                (Some(first), Some(last)) => {
+                    alnum(first) && alnum(last) && label.chars().all(|c| alnum(c) || c == '-')
+                }
+                _ => false,
+            }
+        })
 }
 
 fuzz_target!(|data: &[u8]| {

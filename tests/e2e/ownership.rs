@@ -12,7 +12,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use radwasm::crd::{DeploymentResource, DeploymentResourceSpec};
 use serde_json::json;
 
-use crate::harness::{SCOPE, System, app_template, id};
+use crate::harness::{SCOPE, System, app_template, fixture, id};
 
 /// A `DeploymentResource` for `radius_id` controlled by template `owner`,
 /// without labels, as someone writes one by hand (or Radius's controller
@@ -41,6 +41,33 @@ async fn controlled_resource(system: &System, owner: &str, name: &str, radius_id
         .expect("create a DeploymentResource by hand");
 }
 
+/// Wait (at most 60 s) until `done` says so; fail naming `what`.
+async fn wait_until<F, Fut>(system: &System, what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting until {what}\n{}",
+            system.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// True once the `DeploymentResource` `name` is gone from the API server.
+async fn resource_gone(system: &System, name: &str) -> bool {
+    system
+        .resources()
+        .get_opt(name)
+        .await
+        .expect("get")
+        .is_none()
+}
+
 /// PUT a resource into Radius directly, as another tool would.
 async fn put_in_radius(system: &System, radius_id: &str) {
     let response = reqwest::Client::new()
@@ -53,31 +80,21 @@ async fn put_in_radius(system: &System, radius_id: &str) {
         .await
         .expect("PUT into Radius");
     assert!(response.status().is_success(), "{}", response.status());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while system.radius().resource(radius_id).is_none() {
-        assert!(Instant::now() < deadline, "{radius_id} never appeared");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(system, "the resource is in Radius", || async {
+        system.radius().resource(radius_id).is_some()
+    })
+    .await;
 }
 
 async fn wait_resource_phase(system: &System, name: &str, phase: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    wait_until(system, &format!("{name} is {phase}"), || async {
         let current = system.resources().get_opt(name).await.expect("get");
-        let now = current
-            .as_ref()
-            .and_then(|r| r.status.as_ref())
-            .and_then(|s| s.phrase.clone());
-        if now.as_deref() == Some(phase) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: never {phase} (now {now:?})\n{}",
-            system.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        current
+            .and_then(|r| r.status)
+            .and_then(|s| s.phrase)
+            .is_some_and(|now| now == phase)
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,21 +159,10 @@ async fn a_resource_the_template_never_deployed_is_tracked_and_never_deleted_by_
         .resources()
         .delete("by-hand", &DeleteParams::default())
         .await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while system
-        .resources()
-        .get_opt("by-hand")
-        .await
-        .expect("get")
-        .is_some()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "by-hand never went\n{}",
-            system.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(&system, "by-hand is gone", || {
+        resource_gone(&system, "by-hand")
+    })
+    .await;
     assert_eq!(system.radius().stats().deletes_for(&by_hand), 0);
     assert!(system.radius().resource(&by_hand).is_some());
     system.shutdown().await;
@@ -177,18 +183,10 @@ async fn a_resource_applied_by_hand_and_deleted_by_hand_is_deleted_in_radius() {
         .delete("by-hand", &DeleteParams::default())
         .await
         .expect("delete");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while system.radius().resource(&by_hand).is_some()
-        || system
-            .resources()
-            .get_opt("by-hand")
-            .await
-            .expect("get")
-            .is_some()
-    {
-        assert!(Instant::now() < deadline, "not deleted\n{}", system.logs());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(&system, "by-hand is deleted in Radius and gone", || async {
+        system.radius().resource(&by_hand).is_none() && resource_gone(&system, "by-hand").await
+    })
+    .await;
     assert_eq!(system.radius().stats().deletes_for(&by_hand), 1);
     // The template's own resources are untouched.
     system.wait_phase("app", "Ready").await;
@@ -321,36 +319,43 @@ async fn status_as_radius_writes_it(system: &System, name: &str) {
         .expect("status as Radius writes it");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn switching_to_radius_and_back_twice_redeploys_nothing_and_leaks_no_record() {
-    let mut system = System::start(&[]).await;
-    system.create(&app_template("app")).await;
-    system.wait_phase("app", "Ready").await;
-    // A second generation (the provider config as Radius's CLI writes it:
-    // the same scope), so the template has two deployment records.
-    let provider_config = json!({
-        "radius": {"type": "Radius", "value": {"scope": SCOPE}},
-        "deployments": {"type": "Microsoft.Resources", "value": {"scope": SCOPE}},
-    })
-    .to_string();
-    let patch = json!({"spec": {"providerConfig": provider_config}});
+/// Edit `app` to its `n`th spec and wait for it to be Ready: the same ARM
+/// template followed by `n` spaces, so each is a new spec (the hash is of
+/// the text) deploying the same resources.
+async fn edit(system: &System, n: usize) {
+    let text = format!(
+        "{}{}",
+        fixture("deploymenttemplate-outputresources-1.json"),
+        " ".repeat(n)
+    );
+    let patch = json!({"spec": {"template": text}});
     system
         .templates()
         .patch("app", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("edit");
     system.wait_phase("app", "Ready").await;
-    let records: Vec<String> = system
+}
+
+/// The ids of every deployment record Radius was sent.
+fn deployment_records(system: &System) -> Vec<String> {
+    system
         .radius()
         .stats()
         .deployment_puts_by_name
         .keys()
         .map(|name| format!("{SCOPE}/providers/Microsoft.Resources/deployments/{name}"))
-        .collect();
-    assert_eq!(records.len(), 2, "{records:?}");
-    for record in &records {
-        assert!(system.radius().deployment(record).is_some(), "{record}");
-    }
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_to_radius_and_back_twice_redeploys_nothing_and_leaks_nothing() {
+    let mut system = System::start(&[]).await;
+    system.create(&app_template("app")).await;
+    system.wait_phase("app", "Ready").await;
+    // A second generation, so the template has two deployment records.
+    edit(&system, 1).await;
+    assert_eq!(deployment_records(&system).len(), 2);
 
     for round in 0..2 {
         // To Radius's controller: it rewrites status with its own fields.
@@ -379,12 +384,27 @@ async fn switching_to_radius_and_back_twice_redeploys_nothing_and_leaks_no_recor
         assert_eq!(
             system.radius().stats().deployment_puts,
             puts,
-            "round {round}"
+            "round {round}: redeployed"
         );
         assert_eq!(system.owned("app").await.len(), 3, "round {round}");
+        // Edited under radwasm: one deployment, and the records beyond the
+        // two kept are deleted in Radius.
+        edit(&system, round + 2).await;
+        assert_eq!(
+            system.radius().stats().deployment_puts,
+            puts + 1,
+            "round {round}"
+        );
     }
+    let records = deployment_records(&system);
+    assert_eq!(records.len(), 4, "{records:?}");
+    let kept = records
+        .iter()
+        .filter(|record| system.radius().deployment(record).is_some())
+        .count();
+    assert_eq!(kept, 2, "the template keeps its last two records");
 
-    // Deleted: every resource and both deployment records go, in order.
+    // Deleted: every resource and every deployment record go.
     system
         .templates()
         .delete("app", &DeleteParams::default())
