@@ -70,6 +70,7 @@ async fn resource_gone(system: &System, name: &str) -> bool {
 
 /// PUT a resource into Radius directly, as another tool would.
 async fn put_in_radius(system: &System, radius_id: &str) {
+    system.radius().ensure_resource_group("default");
     let response = reqwest::Client::new()
         .put(format!(
             "{}{radius_id}?api-version=2023-10-01-preview",
@@ -419,5 +420,77 @@ async fn switching_to_radius_and_back_twice_redeploys_nothing_and_leaks_nothing(
             "deployment record {record} leaked"
         );
     }
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_radius_made_are_adopted_and_deleted_when_a_new_spec_drops_them() {
+    let mut system = System::start(&[]).await;
+    // Radius's controller deployed `app` and left three unlabelled
+    // DeploymentResources that only its `outputResources` ties to it.
+    system.stop_controller();
+    let ids = [
+        id("environments", "output-resources-environment"),
+        id("applications", "output-resources-application"),
+        id("containers", "output-resources-container"),
+    ];
+    for radius_id in &ids {
+        put_in_radius(&system, radius_id).await;
+    }
+    system.create(&app_template("app")).await;
+    crate::radius_shape::as_radius_left_it(&system, "app", "a hash of another spec", &ids).await;
+    system.start_controller();
+    system
+        .wait_template("app", "the Ready condition", |t| {
+            t.and_then(|t| t.status.as_ref()).is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+        })
+        .await;
+    // Adopted, not duplicated.
+    let owned = system.owned("app").await;
+    assert_eq!(
+        owned.len(),
+        3,
+        "{:?}",
+        owned.iter().map(|r| r.name_any()).collect::<Vec<_>>()
+    );
+
+    // A spec that makes none of them: all three are the template's own
+    // (its last output listed them), so all three go, every wave of them.
+    let patch = json!({"spec": {
+        "template": fixture("env.json"),
+        "parameters": json!({"name": {"value": "blue"}, "namespace": {"value": "default"}}).to_string(),
+    }});
+    system
+        .templates()
+        .patch("app", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("edit");
+    wait_until(&system, "the three are deleted in Radius", || async {
+        ids.iter()
+            .all(|radius_id| system.radius().resource(radius_id).is_none())
+    })
+    .await;
+    system.wait_phase("app", "Ready").await;
+    let owned = system.owned("app").await;
+    assert_eq!(
+        owned
+            .iter()
+            .map(|r| r.spec.id.to_ascii_lowercase())
+            .collect::<Vec<_>>(),
+        vec![id("environments", "blue-env").to_ascii_lowercase()]
+    );
+
+    system
+        .templates()
+        .delete("app", &DeleteParams::default())
+        .await
+        .expect("delete");
+    system.wait_gone("app").await;
+    let left = system.radius().resource_ids();
+    assert!(left.is_empty(), "left in Radius: {left:?}");
     system.shutdown().await;
 }

@@ -119,7 +119,7 @@ fn go_vector(name: &str) -> Value {
 /// Make `name` look as Radius's controller leaves a template it deployed:
 /// status Ready with its hash, and one DeploymentResource per output
 /// resource, named after the resource, with Radius's finalizer.
-async fn as_radius_left_it(system: &System, name: &str, hash: &str, ids: &[String]) {
+pub(crate) async fn as_radius_left_it(system: &System, name: &str, hash: &str, ids: &[String]) {
     let object = system.templates().get(name).await.expect("get");
     let owner = OwnerReference {
         api_version: "radapp.io/v1alpha3".into(),

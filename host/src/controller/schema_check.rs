@@ -59,7 +59,7 @@ pub fn report(crd: &str, serves: bool, missing: &[String]) -> String {
     if serves {
         format!(
             "the installed CRD {crd} lacks fields the controller writes, so the API server drops them \
-             (no Ready condition, deployment records never deleted): {}; {FIX}",
+             (no Ready condition, so `kubectl wait --for=condition=Ready` never returns; no failure history or message): {}; {FIX}",
             missing.join(", ")
         )
     } else {
