@@ -165,7 +165,11 @@ pub async fn template_plan(
             TemplateAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
         }
     }
-    if records_dropped && !finalizer_removed {
+    let annotation_holds = annotated.as_ref().map_or_else(
+        || deployment_records::annotation_holds(object, &deployments),
+        |written| *written == deployments,
+    );
+    if records_dropped && !finalizer_removed && !annotation_holds {
         // Not ahead of anything: a record left listed is only deleted again.
         if deployment_records::write(ctx, object, None, &deployments).await?
             == Finalizer::ObjectMoved
