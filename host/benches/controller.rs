@@ -8,7 +8,12 @@
 //! * `scale`: 1,000 templates of 3 resources each, applied at once, until all
 //!   are Ready; wall time and the controller's peak RSS (`VmHWM`); then its
 //!   CPU and Radius requests while idle, and after a SIGKILL and restart the
-//!   time until it is idle again and what it sent to Radius meanwhile.
+//!   time until it is idle again and what it sent to Radius meanwhile; last,
+//!   every template is deleted (one DELETE each, as `kubectl delete
+//!   deploymenttemplates --all` sends them), until the templates, their
+//!   `DeploymentResource`s and their Radius resources are all gone: that
+//!   time beside the time to all Ready, and what the controller and the API
+//!   server spent (and the controller sent) in each phase.
 //! * `resync`: the steady cost of drift checks: 1,000 templates of 3
 //!   resources brought to Ready, then for each `--drift-resync` setting in
 //!   `--resync-settings` (default `0,60s,15s`) a fresh controller idles over
@@ -33,8 +38,8 @@
 //! `--apiserver` picks the Kubernetes API server: `embedded` (the default,
 //! `sim/kube-apiserver` in this process), `real` (etcd, kube-apiserver and
 //! kube-controller-manager built from their Go modules and started on
-//! loopback by the e2e tests' `realkube` harness) or `both`, one after the
-//! other in the same run. `--drift-resync D` is passed to every controller
+//! loopback by the e2e tests' `realkube` harness; `--real-apiserver` says
+//! the same) or `both`, one after the other in the same run. `--drift-resync D` is passed to every controller
 //! started (except `resync`'s own settings); without it each runs with
 //! `radwasm run`'s default. The Radius simulator runs in this process on
 //! 127.0.0.1 and stops with it; the controller is a separate process so its
@@ -178,6 +183,7 @@ fn options() -> anyhow::Result<Options> {
             "--apply-concurrency" => {
                 options.apply_concurrency = number("--apply-concurrency")?.max(1) as usize
             }
+            "--real-apiserver" => options.servers = vec![Server::Real],
             "--apiserver" => {
                 options.servers = match args.next().as_deref() {
                     Some("embedded") => vec![Server::Embedded],
@@ -190,7 +196,7 @@ fn options() -> anyhow::Result<Options> {
                 options.benches.push(arg)
             }
             other => bail!(
-                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both"
+                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both, --real-apiserver"
             ),
         }
     }
@@ -260,11 +266,16 @@ fn default_drift_resync() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// The Kubernetes API server a stage runs on.
+/// The Kubernetes API server a stage runs on. The embedded one runs on a
+/// runtime of its own, whose threads are named [`EMBEDDED_THREADS`], so that
+/// its CPU can be told apart from the simulator's and the watches'.
 enum ApiServer {
-    Embedded(radwasm_sim_apiserver::ApiServer),
+    Embedded(radwasm_sim_apiserver::ApiServer, tokio::runtime::Runtime),
     Real(realkube::RealCluster),
 }
+
+/// The name of the embedded API server's runtime threads.
+const EMBEDDED_THREADS: &str = "apiserver";
 
 /// The stand-ins, a client, and what a watch has seen become Ready.
 struct Stage {
@@ -291,6 +302,10 @@ struct Seen {
     /// writes included), per kind.
     template_events: u64,
     resource_events: u64,
+    /// Templates stored now, as the watch last saw them.
+    templates_live: HashSet<String>,
+    /// DeploymentResources stored now: name → the template that owns it.
+    resources_live: HashMap<String, String>,
 }
 
 impl Stage {
@@ -322,16 +337,26 @@ impl Stage {
         let kubeconfig = dir.path().join("kubeconfig");
         let (apiserver, client) = match server {
             Server::Embedded => {
-                let apiserver =
-                    radwasm_sim_apiserver::start(radwasm_sim_apiserver::ApiServerConfig::default())
-                        .await?;
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name(EMBEDDED_THREADS)
+                    .enable_all()
+                    .build()?;
+                let apiserver = runtime
+                    .spawn(radwasm_sim_apiserver::start(
+                        radwasm_sim_apiserver::ApiServerConfig::default(),
+                    ))
+                    .await??;
                 apiserver.write_kubeconfig(&kubeconfig)?;
                 let config = kube::Config::from_custom_kubeconfig(
                     kube::config::Kubeconfig::from_yaml(&apiserver.kubeconfig_yaml())?,
                     &Default::default(),
                 )
                 .await?;
-                (ApiServer::Embedded(apiserver), Client::try_from(config)?)
+                (
+                    ApiServer::Embedded(apiserver, runtime),
+                    Client::try_from(config)?,
+                )
             }
             Server::Real => {
                 // The controller runs as the cluster's admin here: what is
@@ -374,12 +399,40 @@ impl Stage {
             tokio::spawn(async move {
                 let mut stream = watcher(templates, watcher::Config::default())
                     .default_backoff()
-                    .applied_objects()
                     .boxed();
+                // The names a relist brings, until it ends.
+                let mut relisted: HashSet<String> = HashSet::new();
                 while let Some(event) = stream.next().await {
-                    let Ok(template) = event else { continue };
+                    let Ok(event) = event else { continue };
+                    let (template, init) = match event {
+                        watcher::Event::Init => {
+                            relisted.clear();
+                            continue;
+                        }
+                        watcher::Event::InitDone => {
+                            if let Ok(mut seen) = seen.lock() {
+                                seen.templates_live = std::mem::take(&mut relisted);
+                            }
+                            notify.send_modify(|n| *n += 1);
+                            continue;
+                        }
+                        watcher::Event::Delete(template) => {
+                            if let Ok(mut seen) = seen.lock() {
+                                seen.templates_live.remove(&template.name_any());
+                            }
+                            notify.send_modify(|n| *n += 1);
+                            continue;
+                        }
+                        watcher::Event::InitApply(template) => (template, true),
+                        watcher::Event::Apply(template) => (template, false),
+                    };
                     if let Ok(mut seen) = seen.lock() {
                         seen.template_events += 1;
+                        if init {
+                            relisted.insert(template.name_any());
+                        } else {
+                            seen.templates_live.insert(template.name_any());
+                        }
                     }
                     if is_ready(&template) {
                         let now = Instant::now();
@@ -398,12 +451,48 @@ impl Stage {
             tokio::spawn(async move {
                 let mut stream = watcher(resources, watcher::Config::default())
                     .default_backoff()
-                    .applied_objects()
                     .boxed();
+                let mut relisted: HashMap<String, String> = HashMap::new();
+                let owner = |resource: &DeploymentResource| {
+                    resource
+                        .owner_references()
+                        .iter()
+                        .find(|r| r.controller == Some(true))
+                        .map(|r| r.name.clone())
+                        .unwrap_or_default()
+                };
                 while let Some(event) = stream.next().await {
-                    let Ok(resource) = event else { continue };
+                    let Ok(event) = event else { continue };
+                    let (resource, init) = match event {
+                        watcher::Event::Init => {
+                            relisted.clear();
+                            continue;
+                        }
+                        watcher::Event::InitDone => {
+                            if let Ok(mut seen) = seen.lock() {
+                                seen.resources_live = std::mem::take(&mut relisted);
+                            }
+                            notify.send_modify(|n| *n += 1);
+                            continue;
+                        }
+                        watcher::Event::Delete(resource) => {
+                            if let Ok(mut seen) = seen.lock() {
+                                seen.resources_live.remove(&resource.name_any());
+                            }
+                            notify.send_modify(|n| *n += 1);
+                            continue;
+                        }
+                        watcher::Event::InitApply(resource) => (resource, true),
+                        watcher::Event::Apply(resource) => (resource, false),
+                    };
                     if let Ok(mut seen) = seen.lock() {
                         seen.resource_events += 1;
+                        if init {
+                            relisted.insert(resource.name_any(), owner(&resource));
+                        } else {
+                            seen.resources_live
+                                .insert(resource.name_any(), owner(&resource));
+                        }
                     }
                     let ready =
                         resource.status.as_ref().and_then(|s| s.phrase.as_deref()) == Some("Ready");
@@ -495,7 +584,10 @@ impl Stage {
         }
         self.radius.shutdown().await;
         match self.apiserver {
-            ApiServer::Embedded(apiserver) => apiserver.shutdown().await,
+            ApiServer::Embedded(apiserver, runtime) => {
+                apiserver.shutdown().await;
+                runtime.shutdown_background();
+            }
             ApiServer::Real(cluster) => drop(cluster),
         }
     }
@@ -505,7 +597,7 @@ impl Stage {
     /// server, etcd, kube-apiserver and kube-controller-manager.
     fn stand_ins_cpu(&self) -> f64 {
         let children = match &self.apiserver {
-            ApiServer::Embedded(_) => Vec::new(),
+            ApiServer::Embedded(..) => Vec::new(),
             ApiServer::Real(cluster) => cluster.pids(),
         };
         cpu_seconds("self").unwrap_or(0.0)
@@ -519,7 +611,7 @@ impl Stage {
     /// embedded one shares this process with the simulator).
     fn apiserver_rss_mib(&self) -> f64 {
         let pids = match &self.apiserver {
-            ApiServer::Embedded(_) => vec![std::process::id()],
+            ApiServer::Embedded(..) => vec![std::process::id()],
             ApiServer::Real(cluster) => cluster.pids(),
         };
         pids.iter()
@@ -527,6 +619,62 @@ impl Stage {
             .sum::<u64>() as f64
             / 1024.0
     }
+
+    /// CPU seconds so far of each part of the API server: the embedded
+    /// server's runtime threads, or etcd, kube-apiserver and
+    /// kube-controller-manager (the garbage collector there).
+    fn server_cpu(&self) -> Vec<(String, f64)> {
+        match &self.apiserver {
+            ApiServer::Embedded(..) => {
+                let threads = std::fs::read_dir("/proc/self/task")
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter_map(|task| {
+                        let tid = task.file_name().to_string_lossy().into_owned();
+                        let comm =
+                            std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).ok()?;
+                        (comm.trim() == EMBEDDED_THREADS)
+                            .then(|| cpu_seconds(&format!("self/task/{tid}")))
+                            .flatten()
+                    })
+                    .sum();
+                vec![("embedded API server".to_string(), threads)]
+            }
+            ApiServer::Real(cluster) => cluster
+                .pids()
+                .into_iter()
+                .map(|pid| {
+                    let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .map(|comm| comm.trim().to_string())
+                        .unwrap_or_else(|_| pid.to_string());
+                    (name, cpu_seconds(&pid.to_string()).unwrap_or(0.0))
+                })
+                .collect(),
+        }
+    }
+}
+
+/// CPU seconds spent by each part between two [`Stage::server_cpu`] readings.
+fn cpu_between(before: &[(String, f64)], after: &[(String, f64)]) -> Vec<(String, f64)> {
+    after
+        .iter()
+        .map(|(name, now)| {
+            let then = before
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0.0, |(_, cpu)| *cpu);
+            (name.clone(), now - then)
+        })
+        .collect()
+}
+
+fn format_cpu(parts: &[(String, f64)]) -> String {
+    parts
+        .iter()
+        .map(|(name, cpu)| format!("{name} {cpu:.1} s"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Ready condition True for the current generation.
@@ -889,8 +1037,168 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
         after.requests - before.requests,
         drift_gets(elapsed),
     );
+
+    delete_all(options, server, &stage, &controller, &run).await?;
     controller.stop()?;
     stage.stop().await;
+    Ok(())
+}
+
+/// Delete the `scale-*` templates of a [`scale_run`], one DELETE each,
+/// `options.apply_concurrency` at a time and with background propagation
+/// (what `kubectl delete deploymenttemplates --all` sends), until the
+/// watches have seen every one of them and every `DeploymentResource` they
+/// owned go, and the simulator holds none of their Radius resources. Prints
+/// the time to all gone beside the run's time to all Ready, and what the
+/// controller and the API server spent and sent in each phase.
+async fn delete_all(
+    options: &Options,
+    server: Server,
+    stage: &Stage,
+    controller: &ControllerProcess,
+    run: &ScaleRun,
+) -> anyhow::Result<()> {
+    let count = options.templates;
+    let names: Vec<String> = (0..count).map(|i| format!("scale-{i:05}")).collect();
+    // The warm-up template's resources stay.
+    let radius_kept = stage.radius.stats().resources.saturating_sub(3 * count);
+    let cpu_before = controller.cpu_seconds().unwrap_or(0.0);
+    let stand_ins_before = stage.stand_ins_cpu();
+    let server_before = stage.server_cpu();
+    let requests_before = controller.metrics().await?;
+    println!(
+        "delete: the {count} templates, one DELETE each, {} at a time (background propagation)",
+        options.apply_concurrency
+    );
+    let templates: Api<DeploymentTemplate> = Api::namespaced(stage.client.clone(), NAMESPACE);
+    let started = Instant::now();
+    let mut latencies: Vec<Duration> = futures::stream::iter(names.iter().map(|name| {
+        let templates = templates.clone();
+        async move {
+            let sent = Instant::now();
+            templates
+                .delete(name, &kube::api::DeleteParams::background())
+                .await
+                .with_context(|| format!("deleting template {name}"))?;
+            anyhow::Ok(sent.elapsed())
+        }
+    }))
+    .buffer_unordered(options.apply_concurrency)
+    .try_collect()
+    .await?;
+    let requested = started.elapsed();
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "  DELETEs answered in {:.2} s; per request: median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        requested.as_secs_f64(),
+        ms(at(0.5)),
+        ms(at(0.99)),
+        ms(at(1.0)),
+    );
+
+    // Until the watches have seen everything go and the simulator holds
+    // only the warm-up's resources; the simulator is read every 100 ms.
+    let left = || {
+        let (templates, resources) = stage
+            .seen
+            .lock()
+            .map(|seen| {
+                (
+                    seen.templates_live
+                        .iter()
+                        .filter(|n| n.starts_with("scale-"))
+                        .count(),
+                    seen.resources_live
+                        .values()
+                        .filter(|owner| owner.starts_with("scale-"))
+                        .count(),
+                )
+            })
+            .unwrap_or((usize::MAX, usize::MAX));
+        let radius = stage.radius.stats().resources.saturating_sub(radius_kept);
+        (templates, resources, radius)
+    };
+    let mut changes = stage.changes.clone();
+    let (mut templates_gone, mut resources_gone, mut radius_gone) = (None, None, None);
+    let mut report = Instant::now();
+    let timeout = Duration::from_secs(1200);
+    loop {
+        changes.borrow_and_update();
+        let (templates, resources, radius) = left();
+        let now = started.elapsed();
+        if templates == 0 {
+            templates_gone.get_or_insert(now);
+        }
+        if resources == 0 {
+            resources_gone.get_or_insert(now);
+        }
+        if radius == 0 {
+            radius_gone.get_or_insert(now);
+        }
+        if templates == 0 && resources == 0 && radius == 0 {
+            break;
+        }
+        if report.elapsed() >= Duration::from_secs(5) {
+            report = Instant::now();
+            println!(
+                "  {:>5.1} s: {templates} templates, {resources} DeploymentResources, {radius} Radius resources left",
+                now.as_secs_f64()
+            );
+        }
+        if now > timeout {
+            bail!(
+                "after {timeout:?}: {templates} templates, {resources} DeploymentResources and {radius} Radius resources left\n{}",
+                controller.log_tail()
+            );
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(100), changes.changed()).await;
+    }
+    let gone = started.elapsed();
+    let controller_cpu = controller.cpu_seconds().unwrap_or(0.0) - cpu_before;
+    let stand_ins = stage.stand_ins_cpu() - stand_ins_before;
+    let server_cpu = cpu_between(&server_before, &stage.server_cpu());
+    let requests = RequestCounts::between(&requests_before, &controller.metrics().await?);
+    let secs = |d: Option<Duration>| d.unwrap_or_default().as_secs_f64();
+
+    let ready = run.resources_ready;
+    println!(
+        "| API server | templates | all Ready (templates and DeploymentResources) | all templates gone | all DeploymentResources gone | all Radius resources gone | all gone | gone / Ready |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| {} | {count} | {:.1} s | {:.1} s | {:.1} s | {:.1} s | {:.1} s | {:.2} |",
+        server.name(),
+        ready.as_secs_f64(),
+        secs(templates_gone),
+        secs(resources_gone),
+        secs(radius_gone),
+        gone.as_secs_f64(),
+        gone.as_secs_f64() / ready.as_secs_f64(),
+    );
+    println!(
+        "| phase | wall | controller CPU (per template) | stand-ins + watches CPU | API server CPU |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for (phase, wall, cpu, stand_ins, parts) in [
+        (
+            "create",
+            ready,
+            run.controller_cpu,
+            run.stand_ins_cpu,
+            &run.server_cpu,
+        ),
+        ("delete", gone, controller_cpu, stand_ins, &server_cpu),
+    ] {
+        println!(
+            "| {phase} | {:.1} s | {cpu:.2} s ({:.2} ms) | {stand_ins:.1} s | {} |",
+            wall.as_secs_f64(),
+            1000.0 * cpu / count as f64,
+            format_cpu(parts),
+        );
+    }
+    println!("delete phase:");
+    requests.print_per(count);
     Ok(())
 }
 
@@ -907,6 +1215,8 @@ struct ScaleRun {
     controller_cpu: f64,
     stand_ins_cpu: f64,
     apiserver_rss_mib: f64,
+    /// The API server's parts' CPU seconds in the same time.
+    server_cpu: Vec<(String, f64)>,
     /// What the controller sent from the first create until all was Ready.
     requests: RequestCounts,
 }
@@ -931,6 +1241,7 @@ async fn scale_run(
     let rss_before = controller.peak_rss_kib().unwrap_or(0);
     let cpu_before = controller.cpu_seconds().unwrap_or(0.0);
     let stand_ins_before = stage.stand_ins_cpu();
+    let server_before = stage.server_cpu();
     let requests_before = controller.metrics().await?;
 
     if verbose {
@@ -1004,6 +1315,7 @@ async fn scale_run(
     let peak = controller.peak_rss_kib();
     let cpu = controller.cpu_seconds();
     let stand_ins = stage.stand_ins_cpu() - stand_ins_before;
+    let server_cpu = cpu_between(&server_before, &stage.server_cpu());
     let apiserver_rss = stage.apiserver_rss_mib();
     if let Err(error) = waited {
         return Err(error.context(controller.log_tail()));
@@ -1017,6 +1329,7 @@ async fn scale_run(
         controller_cpu: cpu.unwrap_or(0.0) - cpu_before,
         stand_ins_cpu: stand_ins,
         apiserver_rss_mib: apiserver_rss,
+        server_cpu,
         requests,
     })
 }
