@@ -3,8 +3,9 @@
 //! schema does not declare. Radius's own CRDs (put back by an upgrade of
 //! Radius's Helm chart, say) have the same names as ours but lack
 //! `status.conditions`, `status.deployments` and more: on them the
-//! controller would go on reconciling while its `Ready` condition and its
-//! record of deployments to delete silently vanish.
+//! controller would go on reconciling while its `Ready` condition, its
+//! messages and its failure history silently vanish (the deployment
+//! records survive in an annotation: `deployment_records`).
 //!
 //! Each CRD is watched by name, at the start and whenever it changes. When
 //! its schema lacks fields the controller writes: one `ERROR` line naming
