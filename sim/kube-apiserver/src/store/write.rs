@@ -1,0 +1,322 @@
+//! Create and update: names, namespaces, schemas, server-owned fields,
+//! `generation` and the status subresource, as the real server applies
+//! them on write.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{ChangeType, Key, Store, finalizers, now};
+use crate::error::ApiError;
+use crate::kinds::Kind;
+use crate::schema;
+
+/// Every namespace carries the label `kubernetes.io/metadata.name` with its
+/// name, set by the server on every write (as the real one does), so that a
+/// label selector can pick namespaces by name.
+fn name_label(kind: &Kind, object: &mut Value) {
+    if kind.kind != "Namespace" || !kind.group.is_empty() {
+        return;
+    }
+    let name = object
+        .pointer("/metadata/name")
+        .cloned()
+        .unwrap_or_default();
+    if !object["metadata"]
+        .get("labels")
+        .is_some_and(Value::is_object)
+    {
+        object["metadata"]["labels"] = json!({});
+    }
+    object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+}
+
+impl Store {
+    /// Validate and prune a custom resource against its schema.
+    fn check_schema(kind: &Kind, object: &mut Value) -> Result<(), ApiError> {
+        let Some(schema) = &kind.schema else {
+            return Ok(());
+        };
+        schema::prune(schema, object, true, "", &mut Vec::new());
+        schema::apply_defaults(schema, object);
+        let mut problems = Vec::new();
+        let mut body = object.clone();
+        if let Some(map) = body.as_object_mut() {
+            map.remove("metadata");
+            map.remove("apiVersion");
+            map.remove("kind");
+        }
+        schema::validate(schema, &body, "", &mut problems);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        Err(ApiError::invalid(&kind.group, &kind.kind, name, problems))
+    }
+
+    pub fn create(
+        &mut self,
+        kind: &Kind,
+        namespace: &str,
+        mut object: Value,
+    ) -> Result<Arc<Value>, ApiError> {
+        if !object.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
+        }
+        if !object.get("metadata").is_some_and(Value::is_object) {
+            object["metadata"] = json!({});
+        }
+        let mut name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if name.is_empty()
+            && let Some(prefix) = object
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+        {
+            let suffix: String = (0..5)
+                .map(|_| (b'a' + rand::random_range(0..26u8)) as char)
+                .collect();
+            name = format!("{prefix}{suffix}");
+            object["metadata"]["name"] = json!(name);
+        }
+        check_name(kind, &name)?;
+        if kind.namespaced {
+            if namespace.is_empty() {
+                return Err(ApiError::bad_request(
+                    "the namespace of the object must be given",
+                ));
+            }
+            let ns_key = Key {
+                group: String::new(),
+                plural: "namespaces".into(),
+                namespace: String::new(),
+                name: namespace.into(),
+            };
+            match self.objects.get(&ns_key) {
+                None => return Err(ApiError::not_found("", "namespaces", namespace)),
+                Some(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => {
+                    return Err(ApiError::new(
+                        403,
+                        "Forbidden",
+                        format!(
+                            "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+                            kind.plural
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+            object["metadata"]["namespace"] = json!(namespace);
+        } else if let Some(map) = object["metadata"].as_object_mut() {
+            map.remove("namespace");
+        }
+        let key = Self::key(kind, namespace, &name);
+        if self.objects.contains_key(&key) {
+            return Err(ApiError::already_exists(&kind.group, &kind.plural, &name));
+        }
+        object["apiVersion"] = json!(kind.api_version());
+        object["kind"] = json!(kind.kind);
+        if kind.status_subresource
+            && kind.custom
+            && let Some(map) = object.as_object_mut()
+        {
+            map.remove("status");
+        }
+        if kind.custom {
+            Self::check_schema(kind, &mut object)?;
+        }
+        let metadata = object["metadata"]
+            .as_object_mut()
+            .expect("metadata is an object");
+        metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        metadata.insert("creationTimestamp".into(), json!(now()));
+        metadata.remove("deletionTimestamp");
+        metadata.remove("resourceVersion");
+        if kind.custom || kind.kind == "CustomResourceDefinition" {
+            metadata.insert("generation".into(), json!(1));
+        }
+        if kind.kind == "CustomResourceDefinition" {
+            self.register_crd(&mut object)?;
+        }
+        name_label(kind, &mut object);
+        Ok(self.commit(key, ChangeType::Added, object, None))
+    }
+
+    /// Replace an object (PUT), or its status (`status_only`).
+    pub fn update(
+        &mut self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+        mut candidate: Value,
+        status_only: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        let key = Self::key(kind, namespace, name);
+        let current = self
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&kind.group, &kind.plural, name))?;
+        if !candidate.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
+        }
+        if let Some(given) = candidate.pointer("/metadata/name").and_then(Value::as_str)
+            && given != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({given}) does not match the name on the URL ({name})"
+            )));
+        }
+        if let Some(given) = candidate
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            && !given.is_empty()
+            && Some(given)
+                != current
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+        {
+            return Err(ApiError::conflict(&kind.group, &kind.plural, name));
+        }
+        let mut next = (*current).clone();
+        if status_only {
+            match candidate.get("status") {
+                Some(status) => next["status"] = status.clone(),
+                None => {
+                    if let Some(map) = next.as_object_mut() {
+                        map.remove("status");
+                    }
+                }
+            }
+        } else {
+            let old_meta = current["metadata"].clone();
+            if !candidate.get("metadata").is_some_and(Value::is_object) {
+                candidate["metadata"] = json!({});
+            }
+            // Fields the server owns are kept from the stored object.
+            for field in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "namespace",
+                "name",
+            ] {
+                match old_meta.get(field) {
+                    Some(value) => candidate["metadata"][field] = value.clone(),
+                    None => {
+                        if let Some(map) = candidate["metadata"].as_object_mut() {
+                            map.remove(field);
+                        }
+                    }
+                }
+            }
+            if kind.status_subresource {
+                match current.get("status") {
+                    Some(status) => candidate["status"] = status.clone(),
+                    None => {
+                        if let Some(map) = candidate.as_object_mut() {
+                            map.remove("status");
+                        }
+                    }
+                }
+            }
+            candidate["apiVersion"] = json!(kind.api_version());
+            candidate["kind"] = json!(kind.kind);
+            next = candidate;
+            if current.pointer("/metadata/deletionTimestamp").is_some() {
+                let before: HashSet<&str> = finalizers(&current).into_iter().collect();
+                if let Some(added) = finalizers(&next).into_iter().find(|f| !before.contains(f)) {
+                    return Err(ApiError::invalid(
+                        &kind.group,
+                        &kind.kind,
+                        name,
+                        vec![(
+                            "metadata.finalizers".into(),
+                            format!(
+                                "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [\"{added}\"]"
+                            ),
+                        )],
+                    ));
+                }
+            }
+        }
+        if kind.custom {
+            Self::check_schema(kind, &mut next)?;
+        }
+        name_label(kind, &mut next);
+        next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+        if next == *current {
+            return Ok(current); // a no-op write changes nothing, not even the rv
+        }
+        if kind.custom && spec_of(&next) != spec_of(&current) {
+            let generation = current
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            next["metadata"]["generation"] = json!(generation + 1);
+        }
+        if kind.kind == "CustomResourceDefinition" && !status_only {
+            self.register_crd(&mut next)?;
+        }
+        if next.pointer("/metadata/deletionTimestamp").is_some() && finalizers(&next).is_empty() {
+            self.remove(key, Some(current));
+            self.collect_garbage();
+            return Ok(self.get_deleted_view(next));
+        }
+        Ok(self.commit(key, ChangeType::Modified, next, Some(current)))
+    }
+
+    fn get_deleted_view(&self, mut object: Value) -> Arc<Value> {
+        object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        Arc::new(object)
+    }
+}
+
+/// The object minus metadata and status: what `generation` tracks.
+fn spec_of(object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(map) = copy.as_object_mut() {
+        map.remove("metadata");
+        map.remove("status");
+    }
+    copy
+}
+
+fn check_name(kind: &Kind, name: &str) -> Result<(), ApiError> {
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if valid {
+        return Ok(());
+    }
+    let message = if name.is_empty() {
+        "Required value: name or generateName is required".to_string()
+    } else {
+        format!(
+            "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+        )
+    };
+    Err(ApiError::invalid(
+        &kind.group,
+        &kind.kind,
+        name,
+        vec![("metadata.name".into(), message)],
+    ))
+}
