@@ -1090,7 +1090,11 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
             plan.push(TemplateAction::DeleteResource(resource.name.clone()));
         }
     }
-    let message = format!("deleting: {} resources remaining", remaining.len());
+    // One message for the whole deletion: the template's status is written
+    // once when it begins, not again as each resource goes (every status
+    // write sends the whole object, its ARM template included, through the
+    // API server). Its `DeploymentResource`s show what remains.
+    let message = DELETING_MESSAGE.to_string();
     let changed = plan.status(
         status,
         DesiredTemplateStatus {
@@ -1109,6 +1113,9 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
     }
     plan.requeue(DELETING_RECHECK_MS);
 }
+
+/// A template's status message while its resources are deleted.
+pub const DELETING_MESSAGE: &str = "deleting its resources";
 
 fn mode_name(mode: ReconcileMode) -> &'static str {
     match mode {
