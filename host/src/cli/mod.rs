@@ -11,6 +11,7 @@ use crate::telemetry::LogFormat;
 pub mod dev;
 pub mod manifest;
 pub mod policy;
+pub mod policy_args;
 pub mod policy_new;
 pub mod policy_oci;
 pub mod policy_records;

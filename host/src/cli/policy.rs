@@ -6,10 +6,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use radwasm_policy_model::{self as model, cases};
 
-use crate::policy::{self, Limits, LoadedPolicy, PolicyEngine};
+use super::policy_args::PolicyArgs;
+use crate::policy;
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
@@ -84,40 +85,6 @@ pub fn schema_json(which: SchemaKind) -> String {
     let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
     text.push('\n');
     text
-}
-
-/// Which policy to load and the sandbox limits to run it under.
-#[derive(Debug, Args)]
-pub struct PolicyArgs {
-    /// Path to a policy component (`.wasm`), or `default` for the embedded default policy.
-    pub wasm: String,
-    /// Fuel (about one unit per wasm instruction) one decision may use.
-    #[arg(long, default_value_t = Limits::default().fuel)]
-    pub fuel: u64,
-    /// Linear-memory cap per guest instance, in MiB.
-    #[arg(long, default_value_t = (Limits::default().memory_bytes >> 20) as u64)]
-    pub memory_mib: u64,
-}
-
-impl PolicyArgs {
-    fn limits(&self) -> Limits {
-        Limits {
-            fuel: self.fuel,
-            memory_bytes: usize::try_from(self.memory_mib << 20).unwrap_or(usize::MAX),
-            ..Limits::default()
-        }
-    }
-
-    /// Load the policy named on the command line.
-    pub fn load(&self) -> anyhow::Result<LoadedPolicy> {
-        let engine = PolicyEngine::new(self.limits())?;
-        let loaded = if self.wasm == "default" {
-            policy::embedded::load_default(&engine)?
-        } else {
-            engine.load_file(Path::new(&self.wasm))?
-        };
-        Ok(loaded)
-    }
 }
 
 pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {

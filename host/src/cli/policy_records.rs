@@ -14,7 +14,7 @@ use radwasm_policy_model::cases;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::policy::PolicyArgs;
+use super::policy_args::PolicyArgs;
 use crate::policy::LoadedPolicy;
 use crate::policy::records::{self, DecisionRecord, RecordedError, RecordedPlan};
 

@@ -1,0 +1,43 @@
+//! The policy a `radwasm policy` command runs, as its arguments name it:
+//! shared by the author's tools (`policy.rs`) and the decision-record tools
+//! (`policy_records.rs`).
+
+use std::path::Path;
+
+use clap::Args;
+
+use crate::policy::{self, Limits, LoadedPolicy, PolicyEngine};
+
+/// Which policy to load and the sandbox limits to run it under.
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    /// Path to a policy component (`.wasm`), or `default` for the embedded default policy.
+    pub wasm: String,
+    /// Fuel (about one unit per wasm instruction) one decision may use.
+    #[arg(long, default_value_t = Limits::default().fuel)]
+    pub fuel: u64,
+    /// Linear-memory cap per guest instance, in MiB.
+    #[arg(long, default_value_t = (Limits::default().memory_bytes >> 20) as u64)]
+    pub memory_mib: u64,
+}
+
+impl PolicyArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            fuel: self.fuel,
+            memory_bytes: usize::try_from(self.memory_mib << 20).unwrap_or(usize::MAX),
+            ..Limits::default()
+        }
+    }
+
+    /// Load the policy named on the command line.
+    pub fn load(&self) -> anyhow::Result<LoadedPolicy> {
+        let engine = PolicyEngine::new(self.limits())?;
+        let loaded = if self.wasm == "default" {
+            policy::embedded::load_default(&engine)?
+        } else {
+            engine.load_file(Path::new(&self.wasm))?
+        };
+        Ok(loaded)
+    }
+}
