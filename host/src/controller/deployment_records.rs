@@ -13,8 +13,8 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use super::driver::key;
-use super::execute::{Finalizer, api, send_write};
+use super::object::key;
+use super::writes::{Finalizer, api, send_write};
 use super::{Context, Error};
 use crate::crd::DeploymentTemplate;
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use kube::{Resource, ResourceExt};
 
-use super::{Context, driver};
+use super::Context;
 use crate::crd::{DeploymentResource, DeploymentResourceStatus};
 
 /// A resource found missing is checked again this often (at most), so that
@@ -43,7 +43,7 @@ pub async fn missing_age_ms(
     if busy(object, Some(status)) {
         return recorded;
     }
-    let key = driver::key(object);
+    let key = super::object::key(object);
     let every = if recorded.is_some() {
         every.min(MISSING_RECHECK)
     } else {
@@ -89,7 +89,7 @@ pub fn next_check(ctx: &Context, object: &DeploymentResource) -> Option<Duration
     if busy(object, object.status.as_ref()) {
         return None;
     }
-    ctx.memory.drift_check_in(&driver::key(object))
+    ctx.memory.drift_check_in(&super::object::key(object))
 }
 
 /// Being deleted, or following a Radius operation: not checked.

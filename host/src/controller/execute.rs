@@ -1,14 +1,16 @@
 //! Carrying out checked plans: one function per action kind, and the
 //! per-kind dispatch over a plan. Actions run in the plan's order and the
 //! first error stops the plan; status updates are folded into one typed
-//! patch written at the end (the operation a plan starts is recorded at once,
-//! so a controller killed mid-plan resumes it instead of starting it again).
+//! patch written at the end. A deployment a plan starts is recorded before
+//! it is sent, so a controller killed mid-plan follows it instead of
+//! sending it again; a Radius DELETE, which may be sent again, is recorded
+//! by that one write.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -16,11 +18,12 @@ use radwasm_policy_model::{
     self as model, RESOURCE_FINALIZER, ResourceAction, ResourceObservation, TEMPLATE_FINALIZER,
     TemplateAction, TemplateObservation,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::deployment_records;
-use super::driver::{Executed, Reconciled, key};
+use super::object::{Executed, Reconciled, key};
 use super::status::{Current, DeployedSpec, StatusPatch};
+use super::writes::{Finalizer, send_write, set_finalizer, write_status, write_status_at};
 use super::{Context, Error, OWNER_NAME_LABEL, OWNER_UID_LABEL};
 use crate::crd::{
     DeploymentResource, DeploymentResourceSpec, DeploymentTemplate, FailedRequest, PolicyRef,
@@ -249,11 +252,11 @@ pub async fn resource_plan(
                 }
                 finalizer_removed |= !present;
             }
-            ResourceAction::StartRadiusDelete => {
-                if !start_radius_delete(ctx, object).await? {
-                    executed.mutation_failed = true;
-                }
-            }
+            ResourceAction::StartRadiusDelete => match start_radius_delete(ctx, object).await? {
+                // Recorded by the plan's one status write, below.
+                Some(operation) => patch.record_operation(operation, None),
+                None => executed.mutation_failed = true,
+            },
             ResourceAction::SetStatus(update) => {
                 patch.resource_update(&current, update, &object.spec.id)
             }
@@ -263,181 +266,6 @@ pub async fn resource_plan(
     }
     finish_status(ctx, object, policy, patch, finalizer_removed).await?;
     Ok(executed)
-}
-
-pub(super) fn api<K: Reconciled>(ctx: &Context, object: &K) -> Api<K> {
-    Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default())
-}
-
-/// Send a write built by kube's request builder for `api`, and read back
-/// only the version it left. kube's typed calls decode the whole object the
-/// API server answers with (a template carries its ARM template twice, in
-/// spec and in status); the controller needs only its new resourceVersion,
-/// and the watch brings the object anyway.
-pub(super) async fn send_write<K: Reconciled>(
-    ctx: &Context,
-    api: &Api<K>,
-    build: impl FnOnce(
-        &kube::core::Request,
-    ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
-) -> Result<Option<String>, kube::Error> {
-    #[derive(serde::Deserialize)]
-    struct Written {
-        metadata: ObjectMeta,
-    }
-    let request =
-        build(&kube::core::Request::new(api.resource_url())).map_err(kube::Error::BuildRequest)?;
-    let written: Written = ctx.client.request(request).await?;
-    Ok(written.metadata.resource_version)
-}
-
-/// What a finalizer write did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Finalizer {
-    /// The object already was as asked, or is gone and a finalizer was to
-    /// be removed: nothing was written.
-    AsAsked,
-    /// Written; the object's new resourceVersion, as the server answered.
-    Written(Option<String>),
-    /// The object changed on the server after the version decided on (the
-    /// watch cache lags, or someone edited or deleted it): nothing was
-    /// written.
-    ObjectMoved,
-}
-
-/// Add or remove `finalizer`, with the object's resourceVersion as a
-/// precondition so a concurrent change is not overwritten: if the object
-/// has moved on, nothing is written and the caller decides again on the
-/// newer object ([`Finalizer::ObjectMoved`]).
-pub async fn set_finalizer<K: Reconciled>(
-    ctx: &Context,
-    object: &K,
-    finalizer: &str,
-    present: bool,
-    annotation: Option<(&str, String)>,
-) -> Result<Finalizer, Error> {
-    let mut finalizers: Vec<String> = object.finalizers().to_vec();
-    if present {
-        if finalizers.iter().any(|f| f == finalizer) {
-            return Ok(Finalizer::AsAsked);
-        }
-        finalizers.push(finalizer.to_string());
-    } else {
-        finalizers.retain(|f| f != finalizer);
-    }
-    let mut patch = json!({"metadata": {
-        "finalizers": finalizers,
-        "resourceVersion": object.resource_version(),
-    }});
-    if let Some((name, value)) = annotation {
-        let mut annotations = serde_json::Map::new();
-        annotations.insert(name.to_string(), Value::String(value));
-        patch["metadata"]["annotations"] = Value::Object(annotations);
-    }
-    let name = object.name_any();
-    let written = match send_write(ctx, &api(ctx, object), |request| {
-        request.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-    })
-    .await
-    {
-        Ok(written) => written,
-        Err(kube::Error::Api(response)) if response.code == 409 => {
-            tracing::debug!(
-                object = %key(object),
-                "the object changed after the version decided on; deciding again on the newer one"
-            );
-            return Ok(Finalizer::ObjectMoved);
-        }
-        // Gone from the server (the cache has not seen the deletion yet):
-        // a finalizer to remove is removed; one to add has nothing to hold.
-        Err(kube::Error::Api(response)) if response.code == 404 => {
-            return Ok(if present {
-                Finalizer::ObjectMoved
-            } else {
-                Finalizer::AsAsked
-            });
-        }
-        Err(source) => {
-            return Err(Error::Kube {
-                what: if present {
-                    "add finalizer"
-                } else {
-                    "remove finalizer"
-                },
-                source,
-            });
-        }
-    };
-    if present {
-        // Removing our finalizer from an object being deleted lets it go:
-        // nothing is left to wait for, nor to remember.
-        ctx.memory.wrote(
-            &key(object),
-            object.resource_version().as_deref(),
-            written.clone(),
-        );
-    }
-    Ok(Finalizer::Written(written))
-}
-
-/// Merge-patch the status subresource (see `patch_status`); nothing is
-/// sent for an empty patch.
-pub async fn write_status<K: Reconciled>(
-    ctx: &Context,
-    object: &K,
-    key: &str,
-    patch: &StatusPatch,
-) -> Result<(), Error> {
-    if patch.is_empty() {
-        return Ok(());
-    }
-    patch_status(ctx, object, key, patch.to_body())
-        .await
-        .map_err(Error::kube("write status"))
-}
-
-/// Like [`write_status`], but only if the object is still at `version` on
-/// the server: `Ok(false)`, and nothing written, if it has moved on.
-async fn write_status_at<K: Reconciled>(
-    ctx: &Context,
-    object: &K,
-    patch: &StatusPatch,
-    version: &str,
-) -> Result<bool, Error> {
-    let mut body = patch.to_body();
-    body["metadata"] = json!({ "resourceVersion": version });
-    match patch_status(ctx, object, &key(object), body).await {
-        Ok(()) => Ok(true),
-        Err(kube::Error::Api(response)) if response.code == 409 => Ok(false),
-        Err(source) => Err(Error::Kube {
-            what: "record the deployment before sending it",
-            source,
-        }),
-    }
-}
-
-/// Send a merge patch of the status subresource. What the write replaced is
-/// remembered: a decision on a cache that does not show it yet waits for
-/// it to arrive.
-async fn patch_status<K: Reconciled>(
-    ctx: &Context,
-    object: &K,
-    key: &str,
-    body: Value,
-) -> Result<(), kube::Error> {
-    let name = object.name_any();
-    let written = send_write(ctx, &api(ctx, object), |request| {
-        request.patch_subresource(
-            "status",
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&body),
-        )
-    })
-    .await?;
-    ctx.memory
-        .wrote(key, object.meta().resource_version.as_deref(), written);
-    Ok(())
 }
 
 /// Which policy took the decision, for `status.policy`.
@@ -762,7 +590,7 @@ async fn create_resource(
         status: None,
     };
     // Until the watch shows it, this template's next decision waits.
-    let key = super::driver::key(object);
+    let key = key(object);
     ctx.memory.expect_created(&key, &create.name);
     let created = serde_json::to_vec(&resource).map_err(|source| Error::Kube {
         what: "create a DeploymentResource",
@@ -848,11 +676,19 @@ async fn delete_resource(
     }
 }
 
-/// Start the Radius DELETE of the resource's id and record the operation.
-/// `Ok(false)`: Radius refused it or could not be reached after the
-/// client's retries; that is recorded instead, so the status says what is
-/// failing and the policy paces the next attempt.
-async fn start_radius_delete(ctx: &Context, object: &DeploymentResource) -> Result<bool, Error> {
+/// Start the Radius DELETE of the resource's id, and give the operation to
+/// record: the plan's status write records it (with the phase the policy
+/// sets), one write where there were two. A controller stopped between the
+/// DELETE and that write sends the DELETE again on its next decision, which
+/// Radius answers as it answered the first (a DELETE is idempotent), so
+/// unlike a deployment it needs no record written ahead.
+/// `None`: Radius refused it or could not be reached after the client's
+/// retries; that is recorded instead, so the status says what is failing
+/// and the policy paces the next attempt.
+async fn start_radius_delete(
+    ctx: &Context,
+    object: &DeploymentResource,
+) -> Result<Option<ResourceOperation>, Error> {
     let id = &object.spec.id;
     let token = match ctx.radius.start_delete(id).await {
         Ok(DeleteStart::Started(token)) => token,
@@ -868,18 +704,13 @@ async fn start_radius_delete(ctx: &Context, object: &DeploymentResource) -> Resu
         Err(error) => {
             tracing::info!(error = %error, "the Radius DELETE failed");
             record_failed_request(ctx, object, "DELETE", id, "", &error).await?;
-            return Ok(false);
+            return Ok(None);
         }
     };
-    let patch = StatusPatch::operation_started(
-        ResourceOperation {
-            resume_token: token.encode(),
-            operation_kind: "DELETE".to_string(),
-        },
-        None,
-    );
-    write_status(ctx, object, &key(object), &patch).await?;
-    Ok(true)
+    Ok(Some(ResourceOperation {
+        resume_token: token.encode(),
+        operation_kind: "DELETE".to_string(),
+    }))
 }
 
 fn truncate_label(value: &str) -> String {

@@ -14,6 +14,7 @@ pub mod execute;
 pub mod guard;
 pub mod index;
 pub mod memory;
+pub mod object;
 pub mod observe;
 pub mod ownership;
 pub mod radius_hash;
@@ -22,6 +23,7 @@ pub mod runner;
 pub mod schema_check;
 pub mod status;
 mod template;
+pub mod writes;
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -317,14 +319,14 @@ fn user_changes<K: Resource + 'static>() -> impl Predicate<K> + Send + 'static {
 /// decided with it in mind and asked when to look again, so the watch event
 /// showing the version it left starts no reconcile; what a user changes
 /// after it is a newer version, and does.
-fn not_written_by_controller<K: driver::Reconciled>(
+fn not_written_by_controller<K: object::Reconciled>(
     ctx: Arc<Context>,
 ) -> impl FnMut(&K) -> std::future::Ready<bool> + Send + 'static {
     move |object| {
         let version = object.meta().resource_version.as_deref();
         std::future::ready(
             !ctx.memory
-                .written_by_controller(&driver::key(object), version),
+                .written_by_controller(&object::key(object), version),
         )
     }
 }
@@ -333,12 +335,12 @@ fn not_written_by_controller<K: driver::Reconciled>(
 /// write) goes as soon as its watch says it was deleted, rather than when it
 /// idles out. (An object deleted while the watch was re-listing is not
 /// announced; the idle time-out and the cap in `memory` cover it.)
-fn forget_deleted<K: driver::Reconciled>(
+fn forget_deleted<K: object::Reconciled>(
     ctx: Arc<Context>,
 ) -> impl Fn(&watcher::Event<K>) + Send + 'static {
     move |event| {
         if let watcher::Event::Delete(object) = event {
-            ctx.memory.forget(&driver::key(object));
+            ctx.memory.forget(&object::key(object));
             ctx.metrics.set_remembered_objects(ctx.memory.len());
         }
     }
@@ -370,7 +372,7 @@ fn resource_seen(
             let expected = owner.controller == Some(true) && {
                 let key = format!(
                     "{}:{namespace}/{}",
-                    <DeploymentTemplate as driver::Reconciled>::KIND,
+                    <DeploymentTemplate as object::Reconciled>::KIND,
                     owner.name
                 );
                 ctx.memory.created_seen(&key, &resource.name_any())
@@ -555,7 +557,7 @@ pub(crate) fn log_run_error<T, E: std::error::Error, Q: std::error::Error>(
 
 /// One kind's reconciles: woken by any of `triggers`, run by `runner.rs`
 /// through the shared reconcile path.
-fn reconciles<K: driver::Reconciled>(
+fn reconciles<K: object::Reconciled>(
     triggers: impl IntoIterator<Item = futures::stream::BoxStream<'static, ObjectRef<K>>>,
     store: reflector::Store<K>,
     options: &Options,
@@ -653,7 +655,7 @@ fn touched<K>(event: &watcher::Event<K>) -> Option<&K> {
 
 /// Each time selection may answer differently (`PolicyRegistry::subscribe`),
 /// the objects of one kind whose deciding policy moved.
-fn policy_moves<K: driver::Reconciled>(
+fn policy_moves<K: object::Reconciled>(
     ctx: Arc<Context>,
     store: reflector::Store<K>,
 ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {

@@ -89,7 +89,7 @@ pub async fn template(
     let status = object.status.clone().unwrap_or_default();
     let operation = operation(
         ctx,
-        &super::driver::key(object),
+        &super::object::key(object),
         status.operation.as_ref(),
         status.failed_request.as_ref(),
     )
@@ -330,7 +330,7 @@ pub async fn resource(
     let status = object.status.clone().unwrap_or_default();
     let operation = operation(
         ctx,
-        &super::driver::key(object),
+        &super::object::key(object),
         status.operation.as_ref(),
         status.failed_request.as_ref(),
     )

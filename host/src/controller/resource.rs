@@ -8,7 +8,7 @@ use radwasm_policy_model::{OperationObservation, ResourceAction, ResourceObserva
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
-use super::driver::{Executed, PolicySubject, Reconciled};
+use super::object::{Executed, PolicySubject, Reconciled};
 use super::{Caches, Context, Error, execute, guard, observe};
 use crate::crd::{DeploymentResource, DeploymentTemplate, PolicyRef};
 use crate::policy::{Decision, DecisionError, LoadedPolicy};

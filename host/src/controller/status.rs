@@ -189,15 +189,8 @@ impl StatusPatch {
         }
     }
 
-    /// Record the operation just started, so a controller killed after this
-    /// point resumes polling instead of starting it again.
-    pub fn operation_started(operation: ResourceOperation, resource: Option<String>) -> Self {
-        let mut patch = StatusPatch::default();
-        patch.record_operation(operation, resource);
-        patch
-    }
-
-    /// The same, into a patch that holds more (a plan's status).
+    /// Record the operation just started, into a patch that may hold more
+    /// (a plan's status).
     pub fn record_operation(&mut self, operation: ResourceOperation, resource: Option<String>) {
         self.operation = Some(Some(operation));
         self.failed_request = Some(None);

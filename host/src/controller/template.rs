@@ -4,7 +4,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use radwasm_policy_model::{OperationObservation, TemplateAction, TemplateObservation};
 
-use super::driver::{Executed, PolicySubject, Reconciled};
+use super::object::{Executed, PolicySubject, Reconciled};
 use super::{Caches, Context, Error, execute, guard, observe};
 use crate::crd::{DeploymentTemplate, PolicyRef};
 use crate::policy::{Decision, DecisionError, LoadedPolicy};
