@@ -205,3 +205,26 @@ fn the_committed_json_schemas_match_the_model() {
         );
     }
 }
+
+#[test]
+fn policy_wit_writes_every_contract_version_the_binary_loads() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("wit");
+    let output = radwasm(&["policy", "wit", &out.display().to_string()]);
+    let all = text(&output);
+    assert!(output.status.success(), "{all}");
+    for (file, package) in [
+        ("policy.wit", "package radapp:policy@0.3.0;"),
+        ("v0.2/policy.wit", "package radapp:policy@0.2.0;"),
+        ("v0.1/policy.wit", "package radapp:policy@0.1.0;"),
+    ] {
+        let written = std::fs::read_to_string(out.join(file)).expect(file);
+        assert!(written.contains(package), "{file}: {package} missing");
+        let source = std::fs::read_to_string(repo().join("wit").join(file)).expect(file);
+        assert_eq!(written, source, "{file} differs from the repository's");
+        assert!(all.contains(file), "{all}");
+    }
+    // Written again over itself: the same files, no error.
+    let again = radwasm(&["policy", "wit", &out.display().to_string()]);
+    assert!(again.status.success(), "{}", text(&again));
+}

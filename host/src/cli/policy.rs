@@ -64,6 +64,14 @@ pub enum PolicyCommand {
     Push(super::policy_oci::PushArgs),
     /// Pull a policy from an OCI registry, verify its digests, validate it, write it.
     Pull(super::policy_oci::PullArgs),
+    /// Write the WIT files of every contract version this binary loads into
+    /// DIR (created if absent): the current one as `policy.wit`, older ones
+    /// as `v0.N/policy.wit`. Bindings for any component-model language are
+    /// generated from these.
+    Wit {
+        #[arg(value_name = "DIR")]
+        dir: std::path::PathBuf,
+    },
     /// Create a policy crate that builds on its own (`cargo build --release`)
     /// into a component, with a sample rule and fixture cases.
     New(super::policy_new::NewArgs),
@@ -110,6 +118,7 @@ pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
         PolicyCommand::Push(args) => super::policy_oci::push(args),
         PolicyCommand::Pull(args) => super::policy_oci::pull(args),
         PolicyCommand::New(args) => super::policy_new::run(&args),
+        PolicyCommand::Wit { dir } => write_wit(&dir),
     }
 }
 
@@ -322,4 +331,25 @@ fn native_decide(observation: &model::Observation) -> Result<model::Plan, model:
             radwasm_policy_core::decide_resource(observation).map(model::Plan::DeploymentResource)
         }
     }
+}
+
+/// The contract's WIT files, as the binary was built with them: where each
+/// goes under the directory `policy wit` writes, and its text.
+pub const WIT_FILES: [(&str, &str); 3] = [
+    ("policy.wit", include_str!("../../../wit/policy.wit")),
+    ("v0.2/policy.wit", include_str!("../../../wit/v0.2/policy.wit")),
+    ("v0.1/policy.wit", include_str!("../../../wit/v0.1/policy.wit")),
+];
+
+fn write_wit(dir: &Path) -> anyhow::Result<ExitCode> {
+    for (name, text) in WIT_FILES {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("{}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
