@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use crate::policy::oci::{self, Credentials, OciError, OciOptions};
+use crate::policy::source::oci::{self, Credentials, OciError, OciOptions};
 use crate::policy::{self, Limits, LoadedPolicy, PolicyEngine};
 
 /// Environment variable with the registry user name (or `--username`).
