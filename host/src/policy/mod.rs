@@ -17,6 +17,6 @@ pub use runtime::{
     digest,
 };
 pub use sandbox::{GuestLog, LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOG_MESSAGES};
-pub use slot::{PolicySlot, PolicySource, Reload};
+pub use slot::{PolicySlot, Reload};
 pub use source::{Fetched, Fetcher, Source, SourceError};
 pub use validate::{LoadError, Worlds};
