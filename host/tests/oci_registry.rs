@@ -1,4 +1,4 @@
-//! `radwasm policy push|pull` and the `policy::oci` library against a real
+//! `radwasm policy push|pull` and the `policy::source::oci` library against a real
 //! OCI registry: CNCF distribution (`docker-registry`, Debian's package),
 //! started by each test on loopback with its storage in a temp dir and
 //! stopped when the test ends, passed or failed.
@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use radwasm::policy::embedded::DEFAULT_POLICY;
-use radwasm::policy::oci::{self, Credentials, OciError, OciOptions};
+use radwasm::policy::source::oci::{self, Credentials, OciError, OciOptions};
 use sha2::{Digest, Sha256};
 
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";

@@ -284,12 +284,12 @@ fn bad_files_give_one_clear_error_naming_the_file() {
 
 #[test]
 fn a_policy_file_is_swapped_at_run_time_and_a_broken_replacement_is_refused() {
-    use radwasm::policy::{PolicySlot, PolicySource, Reload};
+    use radwasm::policy::{PolicySlot, Reload, Source};
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("policy.wasm");
     std::fs::copy(guest("default-policy"), &path).expect("copy default");
-    let slot = PolicySlot::load(engine(), PolicySource::File(path.clone())).expect("loads");
+    let slot = PolicySlot::load(engine(), Source::File(path.clone())).expect("loads");
     assert_eq!(slot.current().description().name, "default");
     assert_eq!(slot.reload().expect("reload"), Reload::Unchanged);
 

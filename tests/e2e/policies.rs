@@ -907,7 +907,7 @@ async fn decisions_recorded_in_a_run_replay_in_full_agreement_with_the_same_poli
 async fn a_policy_pulled_from_a_registry_decides_and_stays_when_the_registry_goes() {
     let mut registry = crate::registry::Registry::start();
     let options = registry.options();
-    let pushed = radwasm::policy::oci::push(
+    let pushed = radwasm::policy::source::oci::push(
         &registry.reference("policies/guardrail:v1"),
         &guest("image-tag-guardrail"),
         &options,
@@ -952,7 +952,7 @@ async fn a_policy_pulled_from_a_registry_decides_and_stays_when_the_registry_goe
 
     // The registry goes away; the policy is pointed at another version.
     // The fetch fails, the status says so, and the guardrail stays.
-    let default_digest = radwasm::policy::oci::sha256_digest(&guest("default-policy"));
+    let default_digest = radwasm::policy::source::oci::sha256_digest(&guest("default-policy"));
     registry.stop();
     let patch = json!({"spec": {"module": {"oci": registry.reference(&format!("policies/default@{default_digest}"))}}});
     policies(&system.client)

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use radwasm::policy::oci::OciOptions;
+use radwasm::policy::source::oci::OciOptions;
 
 pub const REGISTRY_READY: Duration = Duration::from_secs(60);
 pub const USER: &str = "policy-author";

@@ -29,7 +29,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use radwasm::crd::DeploymentTemplate;
-use radwasm::policy::{Limits, PolicyEngine, PolicySlot, PolicySource};
+use radwasm::policy::{Limits, PolicyEngine, PolicySlot};
 use radwasm::reconcile_policy::ReconcilePolicy;
 use radwasm::reconcile_policy::registry::{Active, PolicyRegistry, Selection, Subject};
 use serde_json::{Value, json};
@@ -997,7 +997,7 @@ fn selection_policies(n: usize, one_matches: bool) -> Vec<(String, Value)> {
 /// `PolicyRegistry::select` timed in this process, in ns per call.
 fn select_cost(policies: &[(String, Value)]) -> anyhow::Result<f64> {
     let engine = PolicyEngine::new(Limits::default())?;
-    let slot = PolicySlot::load(engine, PolicySource::Embedded)?;
+    let slot = PolicySlot::load(engine, radwasm::policy::Source::BuiltIn)?;
     let registry = PolicyRegistry::new(slot.clone());
     registry.set_listed();
     for (name, spec) in policies {

@@ -2,11 +2,9 @@
 //! shared by the author's tools (`policy.rs`) and the decision-record tools
 //! (`policy_records.rs`).
 
-use std::path::Path;
-
 use clap::Args;
 
-use crate::policy::{self, Limits, LoadedPolicy, PolicyEngine};
+use crate::policy::{Limits, LoadedPolicy, PolicyEngine, Source};
 
 /// Which policy to load and the sandbox limits to run it under.
 #[derive(Debug, Args)]
@@ -33,11 +31,7 @@ impl PolicyArgs {
     /// Load the policy named on the command line.
     pub fn load(&self) -> anyhow::Result<LoadedPolicy> {
         let engine = PolicyEngine::new(self.limits())?;
-        let loaded = if self.wasm == "default" {
-            policy::embedded::load_default(&engine)?
-        } else {
-            engine.load_file(Path::new(&self.wasm))?
-        };
-        Ok(loaded)
+        let fetched = Source::parse(&self.wasm).fetch_local()?;
+        Ok(engine.load_bytes(&fetched.source_name, &fetched.bytes)?)
     }
 }

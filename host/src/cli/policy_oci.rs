@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use crate::policy::oci::{self, Credentials, OciError, OciOptions};
-use crate::policy::{self, Limits, LoadedPolicy, PolicyEngine};
+use crate::policy::source::oci::{self, Credentials, OciError, OciOptions};
+use crate::policy::{Limits, LoadedPolicy, PolicyEngine, Source};
 
 /// Environment variable with the registry user name (or `--username`).
 pub const USERNAME_ENV: &str = "RADWASM_REGISTRY_USERNAME";
@@ -95,16 +95,8 @@ impl RegistryArgs {
 /// `radwasm policy push <wasm> <oci-ref>`.
 pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     let options = args.registry.options()?;
-    let (source, bytes) = if args.wasm == "default" {
-        (
-            policy::embedded::DEFAULT_POLICY_SOURCE.to_string(),
-            policy::embedded::DEFAULT_POLICY.to_vec(),
-        )
-    } else {
-        let bytes = std::fs::read(&args.wasm)
-            .with_context(|| format!("{}: cannot read the file", args.wasm))?;
-        (args.wasm.clone(), bytes)
-    };
+    let fetched = Source::parse(&args.wasm).fetch_local()?;
+    let (source, bytes) = (fetched.source_name, fetched.bytes);
     // The very bytes that are pushed, loaded as `policy check` loads them.
     let loaded = validate(&source, &bytes).context("not pushed: it is not a valid policy")?;
     let pushed = runtime()?

@@ -16,7 +16,7 @@ use crate::controller::{self, Context, Options};
 use crate::leader::{LeaderElector, LeaseSettings, TermEnd};
 use crate::metrics::{self, Metrics, Readiness};
 use crate::policy::records::{RecordArgs, Recorder};
-use crate::policy::{Limits, PolicyEngine, PolicySlot, PolicySource};
+use crate::policy::{Limits, PolicyEngine, PolicySlot, Source};
 use crate::radius::{Endpoint, RadiusClient, RetryPolicy};
 use crate::reconcile_policy::PolicyRegistry;
 use crate::reconcile_policy::loader::{self, Loader};
@@ -181,7 +181,7 @@ impl ControllerHost {
             ..Limits::default()
         };
         let engine = PolicyEngine::new(limits)?;
-        let policy = PolicySlot::load(engine.clone(), PolicySource::parse(&args.policy))
+        let policy = PolicySlot::load(engine.clone(), Source::parse(&args.policy))
             .with_context(|| format!("loading policy {}", args.policy))?;
         tracing::info!(policy = %policy.current().display_name(), digest = %policy.current().digest(), "policy loaded");
         let client = crate::kube_client::counted_client(config, metrics.clone())

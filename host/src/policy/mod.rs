@@ -1,15 +1,15 @@
-//! The wasm policy runtime: loading and validating guests, running one
-//! decision per fresh sandboxed instance, and converting between the JSON
-//! model and the WIT contract.
+//! The wasm policy runtime: where components come from ([`source`]),
+//! loading and validating guests, running one decision per fresh sandboxed
+//! instance, and converting between the JSON model and the WIT contract.
 
 pub mod bindings;
 mod convert;
 pub mod embedded;
-pub mod oci;
 pub mod records;
 mod runtime;
 mod sandbox;
 pub mod slot;
+pub mod source;
 pub mod validate;
 
 pub use runtime::{
@@ -17,5 +17,6 @@ pub use runtime::{
     digest,
 };
 pub use sandbox::{GuestLog, LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOG_MESSAGES};
-pub use slot::{PolicySlot, PolicySource, Reload};
+pub use slot::{PolicySlot, Reload};
+pub use source::{Fetched, Fetcher, Source, SourceError};
 pub use validate::{LoadError, Worlds};

@@ -1,39 +1,18 @@
 //! Hot swap: the policy the controllers use, replaceable at run time.
 //!
 //! A [`PolicySlot`] holds the current [`LoadedPolicy`]. A decision takes a
-//! clone of it (an `Arc`), so a swap never disturbs a decision in flight. When
-//! the policy comes from a file (for example a mounted ConfigMap), [`PolicySlot::reload`]
-//! reads it again and swaps only if the bytes changed *and* the new policy
-//! loads and passes every check; a broken replacement is reported and the old
-//! policy stays in charge.
+//! clone of it (an `Arc`), so a swap never disturbs a decision in flight. The
+//! policy is built in or a file ([`Source::fetch_local`]). From a file (for
+//! example a mounted ConfigMap), [`PolicySlot::reload`] reads it again and
+//! swaps only if the bytes changed *and* the new policy loads and passes every
+//! check; a broken replacement is reported and the old policy stays in charge.
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{LoadError, LoadedPolicy, PolicyEngine, embedded};
-
-/// Where the policy comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PolicySource {
-    /// The default policy built into the binary.
-    Embedded,
-    /// A component file, re-read on [`PolicySlot::reload`].
-    File(PathBuf),
-}
-
-impl PolicySource {
-    /// `default` means the embedded policy; anything else is a path.
-    pub fn parse(text: &str) -> Self {
-        if text == "default" {
-            PolicySource::Embedded
-        } else {
-            PolicySource::File(PathBuf::from(text))
-        }
-    }
-}
+use super::{LoadError, LoadedPolicy, PolicyEngine, Source};
 
 /// What a reload did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,14 +27,16 @@ pub enum Reload {
 #[derive(Clone)]
 pub struct PolicySlot {
     engine: PolicyEngine,
-    source: PolicySource,
+    source: Source,
     current: Arc<RwLock<LoadedPolicy>>,
 }
 
 impl PolicySlot {
-    /// Load the policy from `source`; fails if it does not load.
-    pub fn load(engine: PolicyEngine, source: PolicySource) -> Result<Self, LoadError> {
-        let policy = load_from(&engine, &source)?;
+    /// Load the policy from `source` (built in or a file); fails if it does
+    /// not load.
+    pub fn load(engine: PolicyEngine, source: Source) -> Result<Self, LoadError> {
+        let fetched = source.fetch_local()?;
+        let policy = engine.load_bytes(&fetched.source_name, &fetched.bytes)?;
         Ok(Self {
             engine,
             source,
@@ -72,23 +53,22 @@ impl PolicySlot {
     }
 
     /// Where the policy is loaded from.
-    pub fn source(&self) -> &PolicySource {
+    pub fn source(&self) -> &Source {
         &self.source
     }
 
     /// Re-read the source; swap if the bytes changed and the new policy loads.
     pub fn reload(&self) -> Result<Reload, LoadError> {
-        let PolicySource::File(path) = &self.source else {
+        if !matches!(self.source, Source::File(_)) {
             return Ok(Reload::Unchanged);
-        };
-        let bytes = read(path)?;
-        let digest = super::runtime::digest(&bytes);
-        if digest == self.current().digest() {
+        }
+        let fetched = self.source.fetch_local()?;
+        if fetched.digest == self.current().digest() {
             return Ok(Reload::Unchanged);
         }
         let policy = self
             .engine
-            .load_bytes(&path.display().to_string(), &bytes)?;
+            .load_bytes(&fetched.source_name, &fetched.bytes)?;
         let swapped = Reload::Swapped {
             policy: policy.display_name(),
             digest: policy.digest().to_string(),
@@ -102,7 +82,7 @@ impl PolicySlot {
 
     /// Reload every `interval` until `shutdown`, logging swaps and refusals.
     pub async fn watch(self, interval: Duration, shutdown: CancellationToken) {
-        if !matches!(self.source, PolicySource::File(_)) {
+        if !matches!(self.source, Source::File(_)) {
             return;
         }
         let mut ticker = tokio::time::interval(interval);
@@ -125,18 +105,4 @@ impl PolicySlot {
             }
         }
     }
-}
-
-fn load_from(engine: &PolicyEngine, source: &PolicySource) -> Result<LoadedPolicy, LoadError> {
-    match source {
-        PolicySource::Embedded => embedded::load_default(engine),
-        PolicySource::File(path) => engine.load_file(path),
-    }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, LoadError> {
-    std::fs::read(path).map_err(|error| LoadError::Read {
-        source_name: path.display().to_string(),
-        detail: error.to_string(),
-    })
 }

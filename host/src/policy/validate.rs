@@ -86,6 +86,9 @@ pub enum LoadError {
     Incompatible { source_name: String, detail: String },
     #[error("{source_name}: describe() failed at load time: {detail}")]
     Describe { source_name: String, detail: String },
+    /// The source supplied no component.
+    #[error(transparent)]
+    Source(#[from] super::SourceError),
 }
 
 /// Which parts of the contract a guest implements.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
@@ -27,18 +27,14 @@ use radwasm_policy_model::cases;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::crd::{BuiltinModule, PolicyModule, ReconcilePolicy, ReconcilePolicySpec};
+use super::crd::{PolicyModule, ReconcilePolicy, ReconcilePolicySpec};
 use super::registry::{Active, PolicyRegistry, Problem};
 use crate::controller::events::EventRecorders;
-use crate::policy::{self, LoadError, LoadedPolicy, PolicyEngine, embedded};
+use crate::policy::source::{self, SecretRef, Source, SourceError, SourceErrorKind};
+use crate::policy::{self, Fetcher, LoadError, LoadedPolicy, PolicyEngine};
 
-/// Largest component fetched from a URL or a registry.
-pub const MAX_COMPONENT_BYTES: usize = 32 << 20;
 /// How often decision counts are written to the policies' status.
 const STATUS_FLUSH: Duration = Duration::from_secs(10);
-/// First retry after a fetch failed; doubles to [`FETCH_RETRY_MAX`].
-const FETCH_RETRY_MIN: Duration = Duration::from_secs(5);
-const FETCH_RETRY_MAX: Duration = Duration::from_secs(300);
 
 /// What the policy controller needs.
 pub struct Loader {
@@ -46,9 +42,8 @@ pub struct Loader {
     pub registry: Arc<PolicyRegistry>,
     pub engine: PolicyEngine,
     pub recorders: EventRecorders,
-    pub http: reqwest::Client,
-    /// Registries reached over plain HTTP (`host:port`), for loopback tests.
-    pub insecure_registries: Vec<String>,
+    /// Reads modules (and cases ConfigMaps) from their sources.
+    pub fetcher: Fetcher,
     /// The one namespace whose ConfigMaps modules and cases come from.
     pub policy_namespace: String,
     failures: std::sync::Mutex<BTreeMap<String, u32>>,
@@ -64,14 +59,11 @@ impl Loader {
         policy_namespace: String,
     ) -> anyhow::Result<Self> {
         Ok(Self {
+            fetcher: Fetcher::new(client.clone(), insecure_registries)?,
             client,
             registry,
             engine,
             recorders,
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()?,
-            insecure_registries,
             policy_namespace,
             failures: Default::default(),
         })
@@ -229,18 +221,16 @@ fn error_policy(
     _loader: Arc<Loader>,
 ) -> Action {
     tracing::info!(%error, "policy status not written; retrying");
-    Action::requeue(FETCH_RETRY_MIN)
+    Action::requeue(source::retry_delay(1))
 }
 
 fn fetch_backoff(loader: &Loader, name: &str) -> Duration {
     let Ok(mut failures) = loader.failures.lock() else {
-        return FETCH_RETRY_MAX;
+        return source::retry_delay(u32::MAX);
     };
     let count = failures.entry(name.to_string()).or_default();
     *count = count.saturating_add(1);
-    FETCH_RETRY_MIN
-        .saturating_mul(1 << (*count - 1).min(10))
-        .min(FETCH_RETRY_MAX)
+    source::retry_delay(*count)
 }
 
 enum Candidate {
@@ -261,8 +251,8 @@ async fn candidate(policy: &ReconcilePolicy, loader: &Loader) -> Result<Candidat
     let spec = &policy.spec;
     let source =
         check_spec(spec, &loader.policy_namespace).map_err(|m| problem("InvalidSpec", m))?;
-    let (source_name, bytes) = fetch(&source, spec, loader).await?;
-    let digest = policy::digest(&bytes);
+    let fetched = source.fetch(&loader.fetcher).await.map_err(fetch_problem)?;
+    let (source_name, bytes, digest) = (fetched.source_name, fetched.bytes, fetched.digest);
     if let Some(expected) = spec.module.sha256.as_deref() {
         let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
         if expected != digest {
@@ -314,17 +304,7 @@ async fn candidate(policy: &ReconcilePolicy, loader: &Loader) -> Result<Candidat
 }
 
 /// Where the module comes from, once the spec is known to name exactly one.
-enum Source<'a> {
-    Builtin,
-    ConfigMap(&'a super::crd::ConfigMapKey),
-    Oci(String),
-    Url(&'a str),
-}
-
-fn check_spec<'a>(
-    spec: &'a ReconcilePolicySpec,
-    policy_namespace: &str,
-) -> Result<Source<'a>, String> {
+fn check_spec(spec: &ReconcilePolicySpec, policy_namespace: &str) -> Result<Source, String> {
     for (field, namespace) in [
         (
             "module.configMap",
@@ -381,7 +361,8 @@ fn check_spec<'a>(
         }
     }
     if module.builtin.is_some() {
-        return Ok(Source::Builtin);
+        // `default` is the only built-in policy.
+        return Ok(Source::BuiltIn);
     }
     if let Some(config_map) = &module.config_map {
         if config_map.namespace.is_empty()
@@ -390,7 +371,11 @@ fn check_spec<'a>(
         {
             return Err("spec.module.configMap needs namespace, name and key".to_string());
         }
-        return Ok(Source::ConfigMap(config_map));
+        return Ok(Source::ConfigMap {
+            namespace: config_map.namespace.clone(),
+            name: config_map.name.clone(),
+            key: config_map.key.clone(),
+        });
     }
     if let Some(url) = &module.url {
         let parsed =
@@ -404,7 +389,7 @@ fn check_spec<'a>(
         if module.sha256.is_none() {
             return Err("spec.module.url needs spec.module.sha256: a component from a URL is loaded only by its digest".to_string());
         }
-        return Ok(Source::Url(url));
+        return Ok(Source::Url(url.clone()));
     }
     let reference = module.oci.as_deref().unwrap_or_default();
     let pinned = match (reference.rsplit_once('@'), &module.digest) {
@@ -428,7 +413,13 @@ fn check_spec<'a>(
             ));
         }
     };
-    Ok(Source::Oci(pinned))
+    Ok(Source::Oci {
+        reference: pinned,
+        pull_secret: module.pull_secret.as_ref().map(|secret| SecretRef {
+            namespace: secret.namespace.clone(),
+            name: secret.name.clone(),
+        }),
+    })
 }
 
 fn check_oci_digest(digest: &str) -> Result<(), String> {
@@ -442,127 +433,16 @@ fn check_oci_digest(digest: &str) -> Result<(), String> {
     }
 }
 
-async fn fetch(
-    source: &Source<'_>,
-    spec: &ReconcilePolicySpec,
-    loader: &Loader,
-) -> Result<(String, Vec<u8>), Problem> {
-    match source {
-        Source::Builtin => match spec.module.builtin {
-            Some(BuiltinModule::Default) | None => Ok((
-                embedded::DEFAULT_POLICY_SOURCE.to_string(),
-                embedded::DEFAULT_POLICY.to_vec(),
-            )),
-        },
-        Source::ConfigMap(key) => {
-            let what = format!("ConfigMap {}/{} key {}", key.namespace, key.name, key.key);
-            let config_map = get_config_map(loader, &key.namespace, &key.name, &what).await?;
-            if let Some(bytes) = config_map
-                .binary_data
-                .as_ref()
-                .and_then(|d| d.get(&key.key))
-            {
-                return Ok((what, bytes.0.clone()));
-            }
-            if config_map
-                .data
-                .as_ref()
-                .is_some_and(|d| d.contains_key(&key.key))
-            {
-                return Err(problem(
-                    "FetchFailed",
-                    format!(
-                        "{what}: the key is in data, not binaryData; a component is binary (kubectl create configmap --from-file puts it in binaryData)"
-                    ),
-                ));
-            }
-            Err(problem(
-                "FetchFailed",
-                format!("{what}: no such key in binaryData"),
-            ))
+/// A refused fetch: `DigestMismatch` if a registry's bytes are not the ones
+/// its digests name, else `FetchFailed` (retried with backoff).
+fn fetch_problem(error: SourceError) -> Problem {
+    match error.kind {
+        SourceErrorKind::DigestMismatch => {
+            problem("DigestMismatch", format!("{error}; not loaded"))
         }
-        Source::Url(url) => {
-            let response = loader
-                .http
-                .get(*url)
-                .send()
-                .await
-                .map_err(|e| problem("FetchFailed", format!("GET {url}: {e}")))?;
-            if !response.status().is_success() {
-                return Err(problem(
-                    "FetchFailed",
-                    format!("GET {url}: HTTP {}", response.status()),
-                ));
-            }
-            if response
-                .content_length()
-                .is_some_and(|n| n > MAX_COMPONENT_BYTES as u64)
-            {
-                return Err(problem(
-                    "FetchFailed",
-                    format!("GET {url}: larger than {MAX_COMPONENT_BYTES} bytes"),
-                ));
-            }
-            let bytes = response
-                .bytes()
-                .await
-                .map_err(|e| problem("FetchFailed", format!("GET {url}: {e}")))?;
-            if bytes.len() > MAX_COMPONENT_BYTES {
-                return Err(problem(
-                    "FetchFailed",
-                    format!("GET {url}: larger than {MAX_COMPONENT_BYTES} bytes"),
-                ));
-            }
-            Ok((url.to_string(), bytes.to_vec()))
+        SourceErrorKind::Unavailable | SourceErrorKind::TooLarge => {
+            problem("FetchFailed", error.to_string())
         }
-        Source::Oci(reference) => fetch_oci(reference, spec, loader).await,
-    }
-}
-
-async fn fetch_oci(
-    reference: &str,
-    spec: &ReconcilePolicySpec,
-    loader: &Loader,
-) -> Result<(String, Vec<u8>), Problem> {
-    let auth = match &spec.module.pull_secret {
-        None => None,
-        Some(secret) => {
-            let api: Api<Secret> = Api::namespaced(loader.client.clone(), &secret.namespace);
-            let what = format!("pull secret {}/{}", secret.namespace, secret.name);
-            let found = api.get(&secret.name).await.map_err(|e| {
-                problem(
-                    "FetchFailed",
-                    format!("{what}: {}", crate::controller::describe_kube_error(&e)),
-                )
-            })?;
-            let json = found
-                .data
-                .as_ref()
-                .and_then(|d| d.get(".dockerconfigjson"))
-                .ok_or_else(|| {
-                    problem(
-                        "FetchFailed",
-                        format!(
-                            "{what}: no .dockerconfigjson key (type kubernetes.io/dockerconfigjson)"
-                        ),
-                    )
-                })?;
-            let registry = reference.split('/').next().unwrap_or_default();
-            policy::oci::credentials_from_dockerconfigjson(&json.0, registry)
-                .map_err(|e| problem("FetchFailed", format!("{what}: {e}")))?
-        }
-    };
-    let options = policy::oci::OciOptions {
-        insecure_registries: loader.insecure_registries.clone(),
-        auth,
-    };
-    match policy::oci::pull(reference, &options).await {
-        Ok(pulled) => Ok((reference.to_string(), pulled.component)),
-        Err(error @ policy::oci::OciError::DigestMismatch { .. }) => Err(problem(
-            "DigestMismatch",
-            format!("{reference}: {error}; not loaded"),
-        )),
-        Err(error) => Err(problem("FetchFailed", format!("{reference}: {error}"))),
     }
 }
 
@@ -577,7 +457,11 @@ async fn fetch_cases(
     };
     let key = &source.config_map;
     let what = format!("cases ConfigMap {}/{}", key.namespace, key.name);
-    let config_map = get_config_map(loader, &key.namespace, &key.name, &what).await?;
+    let config_map = loader
+        .fetcher
+        .config_map(&key.namespace, &key.name, &what)
+        .await
+        .map_err(|error| problem("FetchFailed", error.to_string()))?;
     let cases: Vec<(String, String)> = config_map
         .data
         .unwrap_or_default()
@@ -591,30 +475,6 @@ async fn fetch_cases(
         ));
     }
     Ok(cases)
-}
-
-/// Read one ConfigMap; `what` names it in the refusal.
-async fn get_config_map(
-    loader: &Loader,
-    namespace: &str,
-    name: &str,
-    what: &str,
-) -> Result<ConfigMap, Problem> {
-    let api: Api<ConfigMap> = Api::namespaced(loader.client.clone(), namespace);
-    api.get_opt(name)
-        .await
-        .map_err(|e| {
-            problem(
-                "FetchFailed",
-                format!("{what}: {}", crate::controller::describe_kube_error(&e)),
-            )
-        })?
-        .ok_or_else(|| {
-            problem(
-                "FetchFailed",
-                format!("{what}: the ConfigMap does not exist"),
-            )
-        })
 }
 
 fn cases_fingerprint(cases: &[(String, String)]) -> String {
@@ -852,6 +712,7 @@ pub fn namespaces(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::embedded;
     use serde_json::json;
 
     fn spec(value: serde_json::Value) -> ReconcilePolicySpec {

@@ -387,7 +387,7 @@ fn ready_names(entries: &BTreeMap<String, Entry>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Limits, PolicyEngine, PolicySource};
+    use crate::policy::{Limits, PolicyEngine, Source};
     use serde_json::json;
 
     fn registry() -> PolicyRegistry {
@@ -396,7 +396,7 @@ mod tests {
             ..Limits::default()
         })
         .expect("engine");
-        let slot = PolicySlot::load(engine, PolicySource::Embedded).expect("default policy");
+        let slot = PolicySlot::load(engine, Source::BuiltIn).expect("default policy");
         let registry = PolicyRegistry::new(slot);
         registry.set_listed();
         registry
@@ -592,7 +592,7 @@ mod tests {
             ..Limits::default()
         })
         .expect("engine");
-        let slot = PolicySlot::load(engine, PolicySource::Embedded).expect("default policy");
+        let slot = PolicySlot::load(engine, Source::BuiltIn).expect("default policy");
         let registry = PolicyRegistry::new(slot);
         assert!(matches!(
             select(&registry, &[], &[], None),

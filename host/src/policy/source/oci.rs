@@ -1,6 +1,6 @@
-//! Policy components in OCI registries: push and pull in the Wasm OCI artifact
-//! layout that wasm tooling (`wkg`, wasm-pkg-tools) uses, with every byte
-//! checked against the digests that name it.
+//! The OCI source: policy components in registries, pushed and pulled in the
+//! Wasm OCI artifact layout that wasm tooling (`wkg`, wasm-pkg-tools) uses,
+//! with every byte checked against the digests that name it.
 //!
 //! The layout (CNCF TAG Runtime "Wasm OCI Artifact layout"): an OCI image
 //! manifest whose config has the media type `application/vnd.wasm.config.v0+json`
@@ -30,22 +30,21 @@ use base64::Engine as _;
 use futures::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciEnvelope, OciErrorCode};
-use oci_client::manifest::{OciDescriptor, OciImageManifest};
+use oci_client::manifest::{self, OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::{MAX_COMPONENT_BYTES, too_large};
+
+// Not oci-client's `WASM_*` constants: those are the older wasm-to-oci types.
 /// Media type of the manifest's config blob.
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// Media type of the component layer.
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 /// Media type of the manifest itself.
-pub const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
-/// A pulled component larger than this is refused before it is downloaded
-/// (policies are a few hundred KiB; this bounds what a registry can make the
-/// controller hold in memory).
-pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
+pub const OCI_MANIFEST_MEDIA_TYPE: &str = manifest::OCI_IMAGE_MEDIA_TYPE;
 
 /// The config's `created`: the Unix epoch, so that a push is reproducible.
 const CREATED: &str = "1970-01-01T00:00:00Z";
@@ -57,9 +56,9 @@ const USER_AGENT: &str = concat!("radwasm/", env!("CARGO_PKG_VERSION"));
 /// layout; the others are accepted only to say precisely what was found.
 const ACCEPTED_MANIFESTS: &[&str] = &[
     OCI_MANIFEST_MEDIA_TYPE,
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
+    manifest::OCI_IMAGE_INDEX_MEDIA_TYPE,
+    manifest::IMAGE_MANIFEST_MEDIA_TYPE,
+    manifest::IMAGE_MANIFEST_LIST_MEDIA_TYPE,
 ];
 
 /// A registry user name and password (or token used as a password).
@@ -150,6 +149,8 @@ pub enum OciError {
     DigestMismatch { expected: String, actual: String },
     #[error("{reference}: not a Wasm component artifact: {detail}")]
     NotAWasmArtifact { reference: String, detail: String },
+    #[error("{reference}: {}; it was not downloaded", too_large(Some(*size), MAX_COMPONENT_BYTES))]
+    TooLarge { reference: String, size: u64 },
     #[error("{reference}: the registry failed: {detail}")]
     Registry { reference: String, detail: String },
     #[error("docker config JSON: {detail}")]
@@ -230,6 +231,8 @@ pub async fn push(
     let client = client(reference, options)?;
     let auth = registry_auth(options);
     let failed = |error| map_error(reference, &parsed, options, error);
+    // Not `Client::push`: it uploads every blob again and serialises the
+    // manifest itself, so the digest could not be checked before a request.
     // Log in first (a token exchange where the registry hands out bearer
     // tokens), so that refused credentials are reported as such.
     client
@@ -274,6 +277,8 @@ pub async fn push(
 /// registry names it by), the layout (exactly one `application/wasm` layer)
 /// and the layer's digest and size. Returns the bytes only if all hold.
 pub async fn pull(reference: &str, options: &OciOptions) -> Result<Pulled, OciError> {
+    // Not `Client::pull`: it buffers every layer whatever its size, and
+    // refuses another layout without naming the media types found.
     let parsed = parse_reference(reference)?;
     let client = client(reference, options)?;
     let auth = registry_auth(options);
@@ -350,6 +355,7 @@ pub async fn pull(reference: &str, options: &OciOptions) -> Result<Pulled, OciEr
     })
 }
 
+// oci-client takes a user name and password (`RegistryAuth`), not a docker config.
 /// Credentials for `registry` (`host[:port]`) from the `.dockerconfigjson` of
 /// a `kubernetes.io/dockerconfigjson` Secret (the format of
 /// `~/.docker/config.json`): `auths.<registry>.auth` (base64 of
@@ -609,9 +615,10 @@ fn component_layer(reference: &str, body: &[u8]) -> Result<OciDescriptor, OciErr
         )));
     };
     if size > MAX_COMPONENT_BYTES {
-        return Err(not_wasm(format!(
-            "the component layer is {size} bytes, more than the {MAX_COMPONENT_BYTES}-byte limit"
-        )));
+        return Err(OciError::TooLarge {
+            reference: reference.to_string(),
+            size,
+        });
     }
     Ok(layer)
 }
@@ -959,7 +966,7 @@ mod tests {
 
     #[test]
     fn the_default_policy_lists_its_imports_and_exports() {
-        let info = component_info(super::super::embedded::DEFAULT_POLICY).expect("a component");
+        let info = component_info(crate::policy::embedded::DEFAULT_POLICY).expect("a component");
         assert!(
             info.exports
                 .iter()
@@ -1069,9 +1076,13 @@ mod tests {
             insecure_registries: vec!["127.0.0.1:9".to_string()],
             auth: None,
         };
-        let error = push(&reference, super::super::embedded::DEFAULT_POLICY, &options)
-            .await
-            .unwrap_err();
+        let error = push(
+            &reference,
+            crate::policy::embedded::DEFAULT_POLICY,
+            &options,
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(error, OciError::DigestMismatch { .. }), "{error}");
     }
 }

@@ -1,0 +1,524 @@
+//! Where policy components come from: a [`Source`] supplies a component's
+//! bytes from the binary itself (built-in), a file, a ConfigMap key, an
+//! `https` URL or an OCI registry ([`oci`]), all through [`Source::fetch`].
+//! No source supplies more than [`MAX_COMPONENT_BYTES`] (32 MiB); a ConfigMap
+//! no more than [`MAX_CONFIG_MAP_COMPONENT_BYTES`] (1 MiB).
+
+pub mod oci;
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Api;
+
+use super::embedded;
+use crate::controller::describe_kube_error;
+
+/// The largest component any source supplies; refused before it is
+/// downloaded wherever the size is known first.
+// 32 MiB, the limit ReconcilePolicy documented: ample for policies of a few hundred KiB.
+pub const MAX_COMPONENT_BYTES: u64 = 32 << 20;
+/// The largest component a ConfigMap supplies: the API server keeps a whole
+/// ConfigMap under 1 MiB anyway.
+pub const MAX_CONFIG_MAP_COMPONENT_BYTES: u64 = 1 << 20;
+
+/// Timeout of a whole URL fetch.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
+/// First retry after a fetch failed; doubles to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_secs(5);
+const RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// Where a component comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The default policy built into the binary.
+    BuiltIn,
+    /// A component file.
+    File(PathBuf),
+    /// `binaryData[key]` of a ConfigMap.
+    ConfigMap {
+        namespace: String,
+        name: String,
+        key: String,
+    },
+    /// The bytes at a URL (whether its scheme is acceptable is the caller's
+    /// rule).
+    Url(String),
+    /// A Wasm OCI artifact (`registry/repository@sha256:…`), with the
+    /// registry's credentials in a `kubernetes.io/dockerconfigjson` Secret
+    /// if one is named.
+    Oci {
+        reference: String,
+        pull_secret: Option<SecretRef>,
+    },
+}
+
+/// A Secret by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// A component's bytes, as a source supplied them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Fetched {
+    pub bytes: Vec<u8>,
+    /// Hex SHA-256 of `bytes`, as [`LoadedPolicy::digest`](super::LoadedPolicy::digest).
+    pub digest: String,
+    /// The source as load errors and the loaded policy name it.
+    pub source_name: String,
+}
+
+impl Fetched {
+    fn new(source_name: String, bytes: Vec<u8>) -> Self {
+        Self {
+            digest: super::digest(&bytes),
+            bytes,
+            source_name,
+        }
+    }
+}
+
+impl fmt::Debug for Fetched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fetched")
+            .field("bytes", &format_args!("<{} bytes>", self.bytes.len()))
+            .field("digest", &self.digest)
+            .field("source_name", &self.source_name)
+            .finish()
+    }
+}
+
+/// Why a source supplied no component.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {detail}")]
+pub struct SourceError {
+    pub kind: SourceErrorKind,
+    /// What was read: a path, `ConfigMap NS/NAME key KEY`, `GET URL`, an
+    /// OCI reference, `pull secret NS/NAME`.
+    pub what: String,
+    pub detail: String,
+}
+
+/// The kinds of [`SourceError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceErrorKind {
+    /// Missing, unreachable, refused, or not where the source says.
+    Unavailable,
+    /// More bytes than the source may supply.
+    TooLarge,
+    /// A registry served bytes other than its digests name; none were used.
+    DigestMismatch,
+}
+
+fn unavailable(what: &str, detail: impl Into<String>) -> SourceError {
+    SourceError {
+        kind: SourceErrorKind::Unavailable,
+        what: what.to_string(),
+        detail: detail.into(),
+    }
+}
+
+/// `the component is N bytes, more than the L MiB limit`.
+pub(crate) fn too_large(size: Option<u64>, limit: u64) -> String {
+    let limit = limit >> 20;
+    match size {
+        Some(size) => format!("the component is {size} bytes, more than the {limit} MiB limit"),
+        None => format!("the component is more than the {limit} MiB limit"),
+    }
+}
+
+/// How long to wait before fetching a source again after `failures` fetches
+/// of it failed in a row: 5 s, doubling up to 5 min.
+pub fn retry_delay(failures: u32) -> Duration {
+    RETRY_MIN
+        .saturating_mul(1 << failures.saturating_sub(1).min(10))
+        .min(RETRY_MAX)
+}
+
+/// What the remote sources are reached with.
+#[derive(Clone, Default)]
+pub struct Fetcher {
+    kube: Option<kube::Client>,
+    http: Option<reqwest::Client>,
+    insecure_registries: Vec<String>,
+}
+
+impl Fetcher {
+    /// For the built-in and file sources only.
+    pub fn local() -> Self {
+        Self::default()
+    }
+
+    /// For every source: ConfigMaps and pull secrets are read with
+    /// `client`, registries in `insecure_registries` (`host:port`) are
+    /// reached over plain HTTP.
+    pub fn new(
+        client: kube::Client,
+        insecure_registries: Vec<String>,
+    ) -> Result<Self, reqwest::Error> {
+        Ok(Self {
+            kube: Some(client),
+            http: Some(reqwest::Client::builder().timeout(HTTP_TIMEOUT).build()?),
+            insecure_registries,
+        })
+    }
+
+    /// One ConfigMap; `what` names it in the error.
+    pub async fn config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+        what: &str,
+    ) -> Result<ConfigMap, SourceError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.kube(what)?.clone(), namespace);
+        api.get_opt(name)
+            .await
+            .map_err(|error| unavailable(what, describe_kube_error(&error)))?
+            .ok_or_else(|| unavailable(what, "the ConfigMap does not exist"))
+    }
+
+    fn kube(&self, what: &str) -> Result<&kube::Client, SourceError> {
+        self.kube
+            .as_ref()
+            .ok_or_else(|| unavailable(what, "no Kubernetes client to read it with"))
+    }
+
+    /// The credentials for `reference`'s registry in a dockerconfigjson Secret.
+    async fn credentials(
+        &self,
+        secret: &SecretRef,
+        reference: &str,
+    ) -> Result<Option<oci::Credentials>, SourceError> {
+        let what = format!("pull secret {}/{}", secret.namespace, secret.name);
+        let api: Api<Secret> = Api::namespaced(self.kube(&what)?.clone(), &secret.namespace);
+        let found = api
+            .get(&secret.name)
+            .await
+            .map_err(|error| unavailable(&what, describe_kube_error(&error)))?;
+        let json = found
+            .data
+            .as_ref()
+            .and_then(|data| data.get(".dockerconfigjson"))
+            .ok_or_else(|| {
+                unavailable(
+                    &what,
+                    "no .dockerconfigjson key (type kubernetes.io/dockerconfigjson)",
+                )
+            })?;
+        let registry = reference.split('/').next().unwrap_or_default();
+        oci::credentials_from_dockerconfigjson(&json.0, registry)
+            .map_err(|error| unavailable(&what, error.to_string()))
+    }
+}
+
+impl Source {
+    /// A policy named on the command line: `default` is the built-in
+    /// policy, anything else a path.
+    pub fn parse(text: &str) -> Self {
+        if text == "default" {
+            Source::BuiltIn
+        } else {
+            Source::File(PathBuf::from(text))
+        }
+    }
+
+    /// The component's bytes.
+    pub async fn fetch(&self, fetcher: &Fetcher) -> Result<Fetched, SourceError> {
+        match self {
+            Source::BuiltIn => Ok(built_in()),
+            Source::File(path) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || read_file(&path))
+                    .await
+                    .map_err(|error| unavailable(&self.to_string(), error.to_string()))?
+            }
+            Source::ConfigMap {
+                namespace,
+                name,
+                key,
+            } => {
+                let what = self.to_string();
+                let config_map = fetcher.config_map(namespace, name, &what).await?;
+                Ok(Fetched::new(
+                    what.clone(),
+                    config_map_component(config_map, key, &what)?,
+                ))
+            }
+            Source::Url(url) => fetch_url(fetcher, url).await,
+            Source::Oci {
+                reference,
+                pull_secret,
+            } => {
+                let auth = match pull_secret {
+                    Some(secret) => fetcher.credentials(secret, reference).await?,
+                    None => None,
+                };
+                let options = oci::OciOptions {
+                    insecure_registries: fetcher.insecure_registries.clone(),
+                    auth,
+                };
+                let pulled = oci::pull(reference, &options).await.map_err(|error| {
+                    let kind = match error {
+                        oci::OciError::DigestMismatch { .. } => SourceErrorKind::DigestMismatch,
+                        oci::OciError::TooLarge { .. } => SourceErrorKind::TooLarge,
+                        _ => SourceErrorKind::Unavailable,
+                    };
+                    SourceError {
+                        kind,
+                        what: reference.clone(),
+                        detail: error.to_string(),
+                    }
+                })?;
+                Ok(Fetched::new(reference.clone(), pulled.component))
+            }
+        }
+    }
+
+    /// The built-in and file sources, without an async runtime (a policy
+    /// slot reloads on a blocking thread); the others need [`Source::fetch`].
+    pub fn fetch_local(&self) -> Result<Fetched, SourceError> {
+        match self {
+            Source::BuiltIn => Ok(built_in()),
+            Source::File(path) => read_file(path),
+            remote => Err(unavailable(
+                &remote.to_string(),
+                "a remote source, fetched only by the policy controller",
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::BuiltIn => f.write_str(embedded::DEFAULT_POLICY_SOURCE),
+            Source::File(path) => write!(f, "{}", path.display()),
+            Source::ConfigMap {
+                namespace,
+                name,
+                key,
+            } => write!(f, "ConfigMap {namespace}/{name} key {key}"),
+            Source::Url(url) => f.write_str(url),
+            Source::Oci { reference, .. } => f.write_str(reference),
+        }
+    }
+}
+
+fn built_in() -> Fetched {
+    Fetched::new(
+        embedded::DEFAULT_POLICY_SOURCE.to_string(),
+        embedded::DEFAULT_POLICY.to_vec(),
+    )
+}
+
+fn read_file(path: &Path) -> Result<Fetched, SourceError> {
+    let what = path.display().to_string();
+    let cannot =
+        |error: std::io::Error| unavailable(&what, format!("cannot read the file: {error}"));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let size = file.metadata().ok().map(|metadata| metadata.len());
+    let mut bytes = Vec::new();
+    file.take(MAX_COMPONENT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+        return Err(SourceError {
+            kind: SourceErrorKind::TooLarge,
+            detail: too_large(size, MAX_COMPONENT_BYTES),
+            what,
+        });
+    }
+    Ok(Fetched::new(what, bytes))
+}
+
+/// `binaryData[key]` of `config_map`, at most [`MAX_CONFIG_MAP_COMPONENT_BYTES`].
+fn config_map_component(
+    config_map: ConfigMap,
+    key: &str,
+    what: &str,
+) -> Result<Vec<u8>, SourceError> {
+    if let Some(bytes) = config_map.binary_data.and_then(|mut data| data.remove(key)) {
+        let size = bytes.0.len() as u64;
+        if size > MAX_CONFIG_MAP_COMPONENT_BYTES {
+            return Err(SourceError {
+                kind: SourceErrorKind::TooLarge,
+                what: what.to_string(),
+                detail: format!(
+                    "the component is {size} bytes, more than the 1 MiB a ConfigMap holds; \
+                     serve a larger one from an OCI registry (spec.module.oci, pushed with \
+                     `radwasm policy push`) or a URL (spec.module.url)"
+                ),
+            });
+        }
+        return Ok(bytes.0);
+    }
+    if config_map.data.is_some_and(|data| data.contains_key(key)) {
+        return Err(unavailable(
+            what,
+            "the key is in data, not binaryData; a component is binary (kubectl create \
+             configmap --from-file puts it in binaryData)",
+        ));
+    }
+    Err(unavailable(what, "no such key in binaryData"))
+}
+
+async fn fetch_url(fetcher: &Fetcher, url: &str) -> Result<Fetched, SourceError> {
+    let what = format!("GET {url}");
+    let failed = |error: reqwest::Error| unavailable(&what, error.to_string());
+    let http = fetcher
+        .http
+        .as_ref()
+        .ok_or_else(|| unavailable(&what, "no HTTP client to fetch it with"))?;
+    let mut response = http.get(url).send().await.map_err(failed)?;
+    if !response.status().is_success() {
+        return Err(unavailable(&what, format!("HTTP {}", response.status())));
+    }
+    let refused = |size| SourceError {
+        kind: SourceErrorKind::TooLarge,
+        what: what.clone(),
+        detail: too_large(size, MAX_COMPONENT_BYTES),
+    };
+    let declared = response.content_length();
+    if let Some(size) = declared
+        && size > MAX_COMPONENT_BYTES
+    {
+        return Err(refused(Some(size)));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(declared.unwrap_or(0)).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await.map_err(failed)? {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+            return Err(refused(None));
+        }
+    }
+    Ok(Fetched::new(url.to_string(), bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn config_map(binary: &[(&str, Vec<u8>)], data: &[&str]) -> ConfigMap {
+        ConfigMap {
+            binary_data: Some(
+                binary
+                    .iter()
+                    .map(|(key, bytes)| (key.to_string(), ByteString(bytes.clone())))
+                    .collect(),
+            ),
+            data: Some(
+                data.iter()
+                    .map(|key| (key.to_string(), String::new()))
+                    .collect(),
+            ),
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn a_configmap_component_over_1_mib_is_refused_naming_oci_and_url() {
+        let what = "ConfigMap radwasm-system/p key policy.wasm";
+        let limit = usize::try_from(MAX_CONFIG_MAP_COMPONENT_BYTES).expect("fits");
+        let fits = config_map(&[("policy.wasm", vec![0; limit])], &[]);
+        assert_eq!(
+            config_map_component(fits, "policy.wasm", what)
+                .expect("1 MiB fits")
+                .len(),
+            limit
+        );
+
+        let big = config_map(&[("policy.wasm", vec![0; limit + 1])], &[]);
+        let error = config_map_component(big, "policy.wasm", what).unwrap_err();
+        assert_eq!(error.kind, SourceErrorKind::TooLarge);
+        assert_eq!(
+            error.to_string(),
+            "ConfigMap radwasm-system/p key policy.wasm: the component is 1048577 bytes, more \
+             than the 1 MiB a ConfigMap holds; serve a larger one from an OCI registry \
+             (spec.module.oci, pushed with `radwasm policy push`) or a URL (spec.module.url)"
+        );
+    }
+
+    #[test]
+    fn a_configmap_key_must_be_in_binary_data() {
+        let what = "ConfigMap ns/p key k";
+        let in_data = config_map(&[], &["k"]);
+        let error = config_map_component(in_data, "k", what).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("the key is in data, not binaryData"),
+            "{error}"
+        );
+        let missing = config_map(&[("other", vec![1])], &[]);
+        let error = config_map_component(missing, "k", what).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "ConfigMap ns/p key k: no such key in binaryData"
+        );
+    }
+
+    #[test]
+    fn built_in_and_files_are_read_locally_and_a_file_over_the_limit_is_refused() {
+        let built_in = Source::parse("default").fetch_local().expect("built in");
+        assert_eq!(built_in.bytes, embedded::DEFAULT_POLICY);
+        assert_eq!(built_in.source_name, embedded::DEFAULT_POLICY_SOURCE);
+        assert_eq!(
+            built_in.digest,
+            super::super::digest(embedded::DEFAULT_POLICY)
+        );
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("policy.wasm");
+        std::fs::write(&path, b"\0asm").expect("write");
+        let file = Source::parse(&path.display().to_string());
+        assert_eq!(file, Source::File(path.clone()));
+        assert_eq!(file.fetch_local().expect("read").bytes, b"\0asm");
+
+        // A sparse file: the limit is checked without writing 32 MiB.
+        std::fs::File::create(&path)
+            .and_then(|f| f.set_len(MAX_COMPONENT_BYTES + 1))
+            .expect("grow");
+        let error = file.fetch_local().unwrap_err();
+        assert_eq!(error.kind, SourceErrorKind::TooLarge);
+        assert!(
+            error.to_string().ends_with(
+                "policy.wasm: the component is 33554433 bytes, more than the 32 MiB limit"
+            ),
+            "{error}"
+        );
+
+        let missing = Source::File(dir.path().join("missing.wasm")).fetch_local();
+        let error = missing.unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("missing.wasm: cannot read the file: "),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn remote_sources_are_not_read_locally() {
+        let source = Source::Url("https://example.com/p.wasm".to_string());
+        let error = source.fetch_local().unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("https://example.com/p.wasm: "),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn fetches_are_retried_after_5_s_doubling_to_5_min() {
+        let delays: Vec<u64> = (1..=9).map(|n| retry_delay(n).as_secs()).collect();
+        assert_eq!(delays, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(retry_delay(u32::MAX), RETRY_MAX);
+    }
+}
