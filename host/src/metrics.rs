@@ -218,7 +218,7 @@ impl Default for Metrics {
         let remembered_objects = Gauge::default();
         registry.register(
             "remembered_objects",
-            "Objects the controller holds per-object memory for (backoff, pacing, last writes)",
+            "Objects the controller holds per-object memory for, in the largest of its parts (backoff, pacing, written versions, expectations, drift schedule, decisions)",
             remembered_objects.clone(),
         );
         let radius_requests = Family::<RadiusLabels, Counter>::default();

@@ -96,7 +96,9 @@ pub async fn write(
     .await
     {
         Ok(written) => {
-            ctx.memory.wrote(&key(template), version, written.clone());
+            ctx.memory
+                .versions
+                .wrote(&key(template), version, written.clone());
             Ok(Finalizer::Written(written))
         }
         Err(kube::Error::Api(response)) if response.code == 409 || response.code == 404 => {

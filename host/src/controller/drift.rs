@@ -49,34 +49,33 @@ pub async fn missing_age_ms(
     } else {
         every
     };
-    if !ctx.memory.drift_check_due(&key, every) {
+    if !ctx.memory.drift.check_due(&key, every) {
         return recorded;
     }
     let sent = k8s_openapi::jiff::Timestamp::now();
     match ctx.radius.get_resource(&object.spec.id).await {
         Ok(Some(_)) => {
             ctx.metrics.count_drift_check("found");
-            ctx.memory.schedule_drift_check(&key, ctx.drift_resync?);
+            ctx.memory.drift.schedule(&key, ctx.drift_resync?);
             None
         }
         Ok(None) => {
             ctx.metrics.count_drift_check("missing");
             tracing::info!(resource = %object.name_any(), id = %object.spec.id, "drift check: missing in Radius");
-            ctx.memory
-                .schedule_drift_check(&key, every.min(MISSING_RECHECK));
+            ctx.memory.drift.schedule(&key, every.min(MISSING_RECHECK));
             // The time the GET was sent is what its template compares with
             // its last deployment: a status write that lands after that
             // deployment finished must not make an earlier absence look
             // newer than it.
             if recorded.is_none() {
-                ctx.memory.missing_seen(&key, sent);
+                ctx.memory.drift.missing_seen(&key, sent);
             }
             Some(recorded.unwrap_or_else(|| age_ms(sent, k8s_openapi::jiff::Timestamp::now())))
         }
         Err(error) => {
             ctx.metrics.count_drift_check("error");
             tracing::debug!(resource = %object.name_any(), error = %error, "drift check failed; trying again at the next interval");
-            ctx.memory.schedule_drift_check(&key, every);
+            ctx.memory.drift.schedule(&key, every);
             recorded
         }
     }
@@ -89,7 +88,7 @@ pub fn next_check(ctx: &Context, object: &DeploymentResource) -> Option<Duration
     if busy(object, object.status.as_ref()) {
         return None;
     }
-    ctx.memory.drift_check_in(&super::object::key(object))
+    ctx.memory.drift.check_in(&super::object::key(object))
 }
 
 /// Being deleted, or following a Radius operation: not checked.

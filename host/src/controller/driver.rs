@@ -81,11 +81,11 @@ pub async fn reconcile<K: Reconciled>(
         .observe_reconcile(K::KIND, outcome, started.elapsed());
     let requeue = match result {
         Ok(requeue) => {
-            ctx.memory.succeeded(&key);
+            ctx.memory.errors.succeeded(&key);
             requeue
         }
         Err(error) => {
-            let delay = ctx.memory.error_backoff(&key);
+            let delay = ctx.memory.errors.next_delay(&key);
             if error.is_transient() {
                 tracing::info!(kind = K::KIND, object = %key, error = %error.display(), ?delay, "reconcile failed; retrying");
             } else {
@@ -101,6 +101,7 @@ pub async fn reconcile<K: Reconciled>(
 async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Duration, Error> {
     if ctx
         .memory
+        .versions
         .is_stale(key, object.meta().resource_version.as_deref())
     {
         // Deciding on a view from before our own last write would repeat
@@ -120,7 +121,7 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Dura
             .get(&ObjectRef::new(name).within(&namespace))
             .is_some()
     };
-    if ctx.memory.awaits_created(key, in_cache) {
+    if ctx.memory.expectations.awaits_created(key, in_cache) {
         return Ok(STALE_CACHE_RECHECK);
     }
     let chosen = match select(object, ctx, caches) {
@@ -142,7 +143,7 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Dura
     // to do, and would again.
     let settled = object.settled_inputs(ctx, &observation, policy.digest());
     if let Some(inputs) = settled
-        && ctx.memory.is_settled_on(key, inputs)
+        && ctx.memory.settled.is_settled_on(key, inputs)
     {
         let requeue = object
             .next_check(ctx)
@@ -222,7 +223,7 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Dura
 
     let fingerprint = fingerprint(object);
     let mutates = decision.plan.iter().any(K::mutates_radius);
-    if mutates && let Some(wait) = ctx.memory.mutation_wait(key, fingerprint) {
+    if mutates && let Some(wait) = ctx.memory.pacing.mutation_wait(key, fingerprint) {
         // A failed Radius mutation is not repeated before the delay its
         // policy asked for, whatever woke this object early.
         tracing::debug!(?wait, "Radius mutation held back after a failed attempt");
@@ -267,10 +268,12 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Dura
         .next_check(ctx)
         .map_or(requeue, |check| requeue.min(check));
     if saw_failure || executed.mutation_failed {
-        ctx.memory.pace(key, requeue, fingerprint);
+        ctx.memory.pacing.pace(key, requeue, fingerprint);
     }
     let left_nothing = executed.requeue_ms.is_none() && !mutates;
-    ctx.memory.settled(key, settled.filter(|_| left_nothing));
+    ctx.memory
+        .settled
+        .settled(key, settled.filter(|_| left_nothing));
     Ok(requeue)
 }
 

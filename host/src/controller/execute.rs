@@ -237,7 +237,7 @@ pub async fn resource_plan(
             .as_ref()
             .and_then(|s| s.missing_since.as_ref()),
         observation.missing_age_ms,
-        ctx.memory.take_missing_seen(&key(object)),
+        ctx.memory.drift.take_missing_seen(&key(object)),
     );
     let mut executed = Executed::default();
     let mut finalizer_removed = false;
@@ -495,7 +495,8 @@ async fn start_deployment(
     // replica, follows the record instead.
     if token != follow {
         ctx.memory
-            .started_operation(&key(object), follow.encode(), token);
+            .operations
+            .started(&key(object), follow.encode(), token);
     }
     Ok(started(patch))
 }
@@ -591,7 +592,7 @@ async fn create_resource(
     };
     // Until the watch shows it, this template's next decision waits.
     let key = key(object);
-    ctx.memory.expect_created(&key, &create.name);
+    ctx.memory.expectations.expect_created(&key, &create.name);
     let created = serde_json::to_vec(&resource).map_err(|source| Error::Kube {
         what: "create a DeploymentResource",
         source: kube::Error::SerdeError(source),
@@ -606,11 +607,11 @@ async fn create_resource(
         // or another template's, for the same Radius resource.
         Err(kube::Error::Api(response)) if response.code == 409 => {
             claimed_by_another(ctx, object, create).inspect_err(|_| {
-                ctx.memory.created_seen(&key, &create.name);
+                ctx.memory.expectations.created_seen(&key, &create.name);
             })
         }
         Err(source) => {
-            ctx.memory.created_seen(&key, &create.name);
+            ctx.memory.expectations.created_seen(&key, &create.name);
             Err(Error::Kube {
                 what: "create a DeploymentResource",
                 source,

@@ -326,6 +326,7 @@ fn not_written_by_controller<K: object::Reconciled>(
         let version = object.meta().resource_version.as_deref();
         std::future::ready(
             !ctx.memory
+                .versions
                 .written_by_controller(&object::key(object), version),
         )
     }
@@ -375,7 +376,9 @@ fn resource_seen(
                     <DeploymentTemplate as object::Reconciled>::KIND,
                     owner.name
                 );
-                ctx.memory.created_seen(&key, &resource.name_any())
+                ctx.memory
+                    .expectations
+                    .created_seen(&key, &resource.name_any())
             };
             if !(expected && created) {
                 let _ = owners.send(ObjectRef::new(&owner.name).within(&namespace));

@@ -365,7 +365,8 @@ async fn operation(
     // while status still records that operation (else forgotten).
     let remembered = ctx
         .memory
-        .operation_for(key, recorded.map(|r| r.resume_token.as_str()));
+        .operations
+        .for_record(key, recorded.map(|r| r.resume_token.as_str()));
     match (recorded, failed) {
         (Some(recorded), _) => Some(poll(ctx, recorded, remembered).await),
         (None, Some(failed)) => {

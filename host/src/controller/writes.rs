@@ -119,7 +119,7 @@ pub async fn set_finalizer<K: Reconciled>(
     if present {
         // Removing our finalizer from an object being deleted lets it go:
         // nothing is left to wait for, nor to remember.
-        ctx.memory.wrote(
+        ctx.memory.versions.wrote(
             &key(object),
             object.resource_version().as_deref(),
             written.clone(),
@@ -184,6 +184,7 @@ async fn patch_status<K: Reconciled>(
     })
     .await?;
     ctx.memory
+        .versions
         .wrote(key, object.meta().resource_version.as_deref(), written);
     Ok(())
 }

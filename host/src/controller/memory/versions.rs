@@ -1,0 +1,162 @@
+//! The versions of an object the controller's own writes left and replaced,
+//! so a decision is not taken on a cache that has not yet seen them, and
+//! the watch event of a write the controller made starts no reconcile.
+
+use super::{Part, PerObject};
+
+/// Most versions remembered as replaced by the controller's own writes to
+/// one object (a plan writes a few times at most).
+const MAX_SUPERSEDED: usize = 8;
+
+#[derive(Debug, Default)]
+pub struct WrittenVersions {
+    /// Versions of the object the controller's own writes have replaced:
+    /// the one a plan was decided on, and each one a write of that plan
+    /// left before the next write replaced it.
+    superseded: Vec<String>,
+    /// Every version the controller's writes left, the last one last,
+    /// until a decision sees that one.
+    written: Vec<String>,
+}
+
+impl Part for WrittenVersions {
+    fn is_empty(&self) -> bool {
+        self.superseded.is_empty() && self.written.is_empty()
+    }
+}
+
+impl PerObject<WrittenVersions> {
+    /// The controller wrote the object (a status write, a finalizer): the
+    /// plan was decided on version `decided_on`, and the write left version
+    /// `written`. Until the cache shows a version none of the controller's
+    /// writes has replaced (the last one written, or a later one), decisions
+    /// wait for it: a plan that writes twice must not be decided again on
+    /// the object between its two writes either.
+    pub fn wrote(&self, key: &str, decided_on: Option<&str>, written: Option<String>) {
+        let Some(written) = written.filter(|w| Some(w.as_str()) != decided_on) else {
+            return;
+        };
+        self.with(key, |state| {
+            let previous = state.written.last().cloned();
+            for older in decided_on.map(str::to_string).into_iter().chain(previous) {
+                if older != written && !state.superseded.contains(&older) {
+                    state.superseded.push(older);
+                }
+            }
+            let surplus = state.superseded.len().saturating_sub(MAX_SUPERSEDED);
+            state.superseded.drain(..surplus);
+            state.written.push(written);
+            let surplus = state.written.len().saturating_sub(MAX_SUPERSEDED);
+            state.written.drain(..surplus);
+        });
+    }
+
+    /// True if `resource_version` is one a write of the controller left. A
+    /// write is made with the version its plan was decided on as its
+    /// precondition, so the watch event showing that version brings nothing
+    /// but the write itself, which the plan already accounted for (and it
+    /// asked when to look again): such an event starts no reconcile.
+    pub fn written_by_controller(&self, key: &str, resource_version: Option<&str>) -> bool {
+        let Some(version) = resource_version else {
+            return false;
+        };
+        self.read(key, |state| state.written.iter().any(|w| w == version))
+            .unwrap_or(false)
+    }
+
+    /// True if `resource_version` is one the controller's own writes have
+    /// replaced, i.e. the cache has not yet seen its last write. Seeing any
+    /// other version forgets the record.
+    pub fn is_stale(&self, key: &str, resource_version: Option<&str>) -> bool {
+        self.with_existing(key, |state| {
+            let stale = resource_version
+                .is_some_and(|version| state.superseded.iter().any(|older| older == version));
+            if !stale {
+                state.superseded.clear();
+                state.written.clear();
+            }
+            stale
+        })
+        .unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ObjectMemory;
+
+    #[test]
+    fn a_write_is_awaited_until_a_newer_version_is_seen() {
+        let memory = ObjectMemory::default();
+        let versions = &memory.versions;
+        versions.wrote("a", Some("10"), Some("11".into()));
+        assert!(versions.is_stale("a", Some("10")));
+        assert!(!versions.is_stale("a", Some("11")));
+        assert!(!versions.is_stale("a", Some("10")), "forgotten once passed");
+        assert!(memory.is_empty());
+        versions.wrote("a", Some("12"), Some("12".into()));
+        assert!(
+            memory.is_empty(),
+            "a write that changed nothing is not awaited"
+        );
+    }
+
+    #[test]
+    fn a_plan_writing_twice_is_not_decided_again_between_its_writes() {
+        let memory = ObjectMemory::default();
+        let versions = &memory.versions;
+        // Decided on 10: a finalizer (11), a status written ahead (12), the
+        // plan's status (13).
+        versions.wrote("a", Some("10"), Some("11".into()));
+        versions.wrote("a", Some("10"), Some("12".into()));
+        versions.wrote("a", Some("10"), Some("13".into()));
+        for between in ["10", "11", "12"] {
+            assert!(versions.is_stale("a", Some(between)), "{between}");
+        }
+        assert!(
+            !versions.is_stale("a", Some("13")),
+            "the last write is seen"
+        );
+        assert!(memory.is_empty());
+        // Someone else's later write also ends the wait.
+        versions.wrote("a", Some("20"), Some("21".into()));
+        assert!(!versions.is_stale("a", Some("25")));
+        assert!(memory.is_empty());
+    }
+
+    #[test]
+    fn the_versions_a_plan_wrote_are_known_as_its_own_until_its_last_is_seen() {
+        let memory = ObjectMemory::default();
+        let versions = &memory.versions;
+        // Decided on 10 (a user's version): a finalizer (11), a status
+        // written ahead (12), the plan's status (13).
+        versions.wrote("a", Some("10"), Some("11".into()));
+        versions.wrote("a", Some("10"), Some("12".into()));
+        versions.wrote("a", Some("10"), Some("13".into()));
+        for own in ["11", "12", "13"] {
+            assert!(versions.written_by_controller("a", Some(own)), "{own}");
+        }
+        assert!(
+            !versions.written_by_controller("a", Some("10")),
+            "the version decided on is not the controller's"
+        );
+        assert!(
+            !versions.written_by_controller("a", Some("14")),
+            "a later one"
+        );
+        assert!(!versions.written_by_controller("a", None));
+        assert!(
+            !versions.written_by_controller("b", Some("11")),
+            "another object"
+        );
+        assert!(
+            !versions.is_stale("a", Some("13")),
+            "the last write is seen"
+        );
+        assert!(
+            !versions.written_by_controller("a", Some("11")),
+            "and forgotten"
+        );
+        assert!(memory.is_empty());
+    }
+}
