@@ -2,7 +2,9 @@
 //! reconcile policy runs in sandboxed WebAssembly components.
 //!
 //! Map of the crate: [`policy`] runs guests, [`radius`] talks to Radius,
-//! [`crd`] holds the custom resource types, [`cli`] is the command line.
+//! [`crd`] holds the custom resource types, [`manifest`] generates
+//! `DeploymentTemplate` manifests from Bicep or ARM templates, [`cli`] is the
+//! command line.
 
 pub mod cli;
 pub mod controller;
@@ -11,6 +13,7 @@ pub mod crd_schema;
 pub mod go_text;
 pub mod kube_client;
 pub mod leader;
+pub mod manifest;
 pub mod metrics;
 pub mod policy;
 pub mod radius;

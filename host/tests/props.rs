@@ -5,9 +5,9 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use radwasm::cli::manifest::{Manifest, render_manifest};
 use radwasm::crd::DeploymentTemplateSpec;
 use radwasm::go_text;
+use radwasm::manifest::render::{Manifest, render_manifest};
 use radwasm::radius::parameters::text_as_declared_type;
 use serde_json::{Map, Value, json};
 
