@@ -192,14 +192,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn text(name: &str, value: &str) -> GivenParameter {
-        GivenParameter {
-            name: name.to_string(),
-            value: GivenValue::Text(value.to_string()),
-            source: format!("--parameters {name}={value}"),
-        }
-    }
+    use crate::manifest::parameters::tests::text;
 
     fn from_file(name: &str, value: Value) -> GivenParameter {
         GivenParameter {

@@ -220,12 +220,14 @@ pub fn parse_build_params_output(printed: &str) -> Result<Vec<(String, Value)>, 
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use serde_json::json;
 
     use super::*;
 
-    fn text(name: &str, value: &str) -> GivenParameter {
+    /// A parameter given as `--parameters NAME=VALUE` (also used by the
+    /// tests of `check.rs`).
+    pub(in crate::manifest) fn text(name: &str, value: &str) -> GivenParameter {
         GivenParameter {
             name: name.to_string(),
             value: GivenValue::Text(value.to_string()),

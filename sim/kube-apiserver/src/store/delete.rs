@@ -32,11 +32,7 @@ impl Store {
         precondition_rv: Option<&str>,
     ) -> Result<(Arc<Value>, bool), ApiError> {
         let key = Self::key(kind, namespace, name);
-        let current = self
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&kind.group, &kind.plural, name))?;
+        let current = self.existing(kind, &key, name)?;
         if precondition_uid.is_some_and(|uid| {
             Some(uid) != current.pointer("/metadata/uid").and_then(Value::as_str)
         }) {

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use crate::error::ApiError;
 use crate::kinds::{self, Kind};
 use crate::paging::ListScope;
 use crate::selectors::Filter;
@@ -124,6 +125,12 @@ impl Store {
 
     pub fn get(&self, key: &Key) -> Option<Arc<Value>> {
         self.objects.get(key).cloned()
+    }
+
+    /// The object a write or delete names, or the API's 404 for it.
+    fn existing(&self, kind: &Kind, key: &Key, name: &str) -> Result<Arc<Value>, ApiError> {
+        self.get(key)
+            .ok_or_else(|| ApiError::not_found(&kind.group, &kind.plural, name))
     }
 
     /// Objects of a kind (in one namespace or all), in key order.

@@ -161,11 +161,7 @@ impl Store {
         status_only: bool,
     ) -> Result<Arc<Value>, ApiError> {
         let key = Self::key(kind, namespace, name);
-        let current = self
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&kind.group, &kind.plural, name))?;
+        let current = self.existing(kind, &key, name)?;
         if !candidate.is_object() {
             return Err(ApiError::bad_request(
                 "the body of the request must be a JSON object",
