@@ -337,8 +337,14 @@ fn native_decide(observation: &model::Observation) -> Result<model::Plan, model:
 /// goes under the directory `policy wit` writes, and its text.
 pub const WIT_FILES: [(&str, &str); 3] = [
     ("policy.wit", include_str!("../../../wit/policy.wit")),
-    ("v0.2/policy.wit", include_str!("../../../wit/v0.2/policy.wit")),
-    ("v0.1/policy.wit", include_str!("../../../wit/v0.1/policy.wit")),
+    (
+        "v0.2/policy.wit",
+        include_str!("../../../wit/v0.2/policy.wit"),
+    ),
+    (
+        "v0.1/policy.wit",
+        include_str!("../../../wit/v0.1/policy.wit"),
+    ),
 ];
 
 fn write_wit(dir: &Path) -> anyhow::Result<ExitCode> {
