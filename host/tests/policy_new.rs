@@ -3,11 +3,16 @@
 //! directory with the one documented command, and check and test the
 //! component it produces with `radwasm policy check|test`.
 //!
-//! The build runs offline: the scaffold's `Cargo.lock` is this repository's
-//! (copied by `--sdk-path`), so every crate it needs is the one this
-//! repository's own build already downloaded. Its target directory is
-//! `target/scaffold-test` (under `CARGO_TARGET_DIR` if set), kept between
-//! runs, so only the first run compiles the SDK's dependencies.
+//! Two ways: with the SDK the binary carries (no flag: the scaffold gets its
+//! own copy under `sdk/`, and nothing of this repository is used), and with
+//! `--sdk-path` (a checkout).
+//!
+//! The builds run offline: the scaffold's `Cargo.lock` is this repository's
+//! (embedded in the binary, or copied by `--sdk-path`), so every crate it
+//! needs is the one this repository's own build already downloaded. Their
+//! target directory is `target/scaffold-test` (under `CARGO_TARGET_DIR` if
+//! set), kept between runs, so only the first run compiles the SDK's
+//! dependencies.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -69,6 +74,186 @@ fn user_cargo(dir: &Path) -> Command {
         command.env_remove(variable);
     }
     command
+}
+
+/// The lines of the first fenced block after the heading `## {heading}`
+/// of a README.
+fn readme_commands(readme: &str, heading: &str) -> Vec<String> {
+    let section = readme
+        .split(&format!("\n## {heading}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no `## {heading}` in the README:\n{readme}"));
+    let block = section
+        .split("```")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no code block under `## {heading}`"));
+    block
+        .lines()
+        .skip(1) // the fence's language
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `(name, version)` of every package in a `Cargo.lock`.
+fn locked_packages(lock: &str) -> Vec<(String, String)> {
+    lock.split("[[package]]")
+        .skip(1)
+        .map(|package| {
+            let field = |key: &str| {
+                package
+                    .lines()
+                    .find_map(|line| line.strip_prefix(&format!("{key} = ")))
+                    .unwrap_or_else(|| panic!("a package without {key}: {package}"))
+                    .trim_matches('"')
+                    .to_string()
+            };
+            (field("name"), field("version"))
+        })
+        .collect()
+}
+
+#[test]
+fn with_nothing_but_the_binary_a_policy_is_scaffolded_built_checked_and_tested() {
+    let started = Instant::now();
+    let work = tempfile::tempdir().expect("temporary directory");
+    let dir = work.path().join("demo");
+    let repo = repo().canonicalize().expect("repo");
+    assert!(
+        !dir.starts_with(&repo),
+        "the scaffold must be outside the repository"
+    );
+    let output = radwasm(&["policy", "new", "demo", "--dir", &dir.display().to_string()]);
+    assert!(output.status.success(), "{}", text(&output));
+    for file in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "rust-toolchain.toml",
+        ".cargo/config.toml",
+        "src/lib.rs",
+        "README.md",
+        "sdk/Cargo.toml",
+        "sdk/guests/policy-sdk/Cargo.toml",
+        "sdk/guests/policy-sdk/src/lib.rs",
+        "sdk/guests/policy-core/src/lib.rs",
+        "sdk/guests/policy-model/src/lib.rs",
+        "sdk/wit/policy.wit",
+    ] {
+        assert!(
+            dir.join(file).is_file(),
+            "{file} missing: {}",
+            text(&output)
+        );
+    }
+    assert!(
+        !dir.join("sdk/guests/policy-core/tests").exists(),
+        "the SDK's own tests were written"
+    );
+    assert!(
+        text(&output).contains("sdk/ (the policy SDK of radwasm"),
+        "{}",
+        text(&output)
+    );
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        manifest.contains(r#"radwasm-policy-sdk = { path = "sdk/guests/policy-sdk" }"#),
+        "{manifest}"
+    );
+    // Nothing written names this repository: the scaffold stands alone.
+    let repo_text = repo.display().to_string();
+    for file in ["Cargo.toml", "README.md", "sdk/Cargo.toml"] {
+        let written = std::fs::read_to_string(dir.join(file)).expect("read");
+        assert!(!written.contains(&repo_text), "{file} names {repo_text}");
+    }
+
+    // The commands of the README it wrote: the build (offline, into the
+    // shared target directory) ...
+    let readme = std::fs::read_to_string(dir.join("README.md")).expect("README.md");
+    let build = readme_commands(&readme, "Build");
+    assert_eq!(build, ["cargo build --release"], "{readme}");
+    let mut words = build[0].split_whitespace();
+    assert_eq!(words.next(), Some("cargo"));
+    let target_dir = scaffold_target_dir();
+    let built = Instant::now();
+    let build = user_cargo(&dir)
+        .args(words)
+        .arg("--offline")
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .output()
+        .expect("run cargo");
+    eprintln!(
+        "building the scaffold with the embedded SDK took {:.1} s",
+        built.elapsed().as_secs_f64()
+    );
+    assert!(
+        build.status.success(),
+        "the README's build command (with --offline) failed:\n{}",
+        text(&build)
+    );
+    // ... with the SDK from the scaffold, and the dependency versions this
+    // repository is built with ...
+    let metadata = user_cargo(&dir)
+        .args(["metadata", "--offline", "--format-version", "1"])
+        .output()
+        .expect("run cargo metadata");
+    assert!(metadata.status.success(), "{}", text(&metadata));
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&metadata.stdout).expect("cargo metadata JSON");
+    let scaffold = dir.canonicalize().expect("scaffold");
+    for package in metadata["packages"].as_array().expect("packages") {
+        if package["source"].is_null() {
+            let manifest = Path::new(package["manifest_path"].as_str().expect("path"));
+            assert!(
+                manifest.starts_with(&scaffold),
+                "{} comes from outside the scaffold",
+                manifest.display()
+            );
+        }
+    }
+    let repo_lock = locked_packages(
+        &std::fs::read_to_string(repo.join("Cargo.lock")).expect("the repository's Cargo.lock"),
+    );
+    let lock = std::fs::read_to_string(dir.join("Cargo.lock")).expect("Cargo.lock");
+    for package in locked_packages(&lock) {
+        assert!(
+            package.0 == "demo" || repo_lock.contains(&package),
+            "{package:?} is not the version radwasm is built with"
+        );
+    }
+
+    // ... then check and test, as written, the component in the shared
+    // target directory.
+    let wasm = target_dir.join("wasm32-wasip2/release/demo.wasm");
+    assert!(wasm.is_file(), "{} was not built", wasm.display());
+    let commands = readme_commands(&readme, "Check and test");
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    for (command, expected) in commands
+        .iter()
+        .zip(["policy:      demo@0.1.0", "4 passed, 0 failed"])
+    {
+        let args: Vec<String> = command
+            .split_whitespace()
+            .skip(1) // radwasm
+            .map(|arg| match arg.strip_prefix("target/") {
+                Some(built) => target_dir.join(built).display().to_string(),
+                None => arg.to_string(),
+            })
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = Command::new(env!("CARGO_BIN_EXE_radwasm"))
+            .current_dir(&dir)
+            .args(&args)
+            .output()
+            .expect("run radwasm");
+        let all = text(&output);
+        assert!(output.status.success(), "{command}: {all}");
+        assert!(all.contains(expected), "{command}: {all}");
+    }
+    eprintln!(
+        "the embedded-SDK scaffold test took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 #[test]
@@ -167,7 +352,7 @@ fn a_scaffolded_policy_builds_on_its_own_and_passes_check_and_its_cases() {
 }
 
 #[test]
-fn new_refuses_a_bad_name_a_missing_sdk_source_and_a_non_empty_directory() {
+fn new_refuses_a_bad_name_a_bad_sdk_source_and_a_non_empty_directory() {
     let work = tempfile::tempdir().expect("temporary directory");
     let repo = repo().display().to_string();
     let into = |name: &str| work.path().join(name).display().to_string();
@@ -188,9 +373,19 @@ fn new_refuses_a_bad_name_a_missing_sdk_source_and_a_non_empty_directory() {
         text(&output)
     );
 
-    let output = radwasm(&["policy", "new", "fine", "--dir", &into("b")]);
+    let output = radwasm(&[
+        "policy",
+        "new",
+        "fine",
+        "--dir",
+        &into("b"),
+        "--sdk-path",
+        &repo,
+        "--sdk-git",
+        "https://git.example.com/radwasm.git",
+    ]);
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
-    assert!(text(&output).contains("--sdk-path"), "{}", text(&output));
+    assert!(text(&output).contains("--sdk-git"), "{}", text(&output));
 
     let output = radwasm(&[
         "policy",
@@ -253,5 +448,9 @@ fn new_refuses_a_bad_name_a_missing_sdk_source_and_a_non_empty_directory() {
     assert!(
         !empty.join("Cargo.lock").exists(),
         "a lock file without a checkout"
+    );
+    assert!(
+        !empty.join("sdk").exists(),
+        "the embedded SDK written for a git source"
     );
 }

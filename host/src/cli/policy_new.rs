@@ -8,9 +8,13 @@
 //! and guest profile (root `Cargo.toml`) when the binary is built, so a
 //! scaffold is built exactly as the policies shipped with radwasm are.
 //!
-//! The SDK is not on crates.io, and a radwasm binary does not know where its
-//! source lives: the user says where, with `--sdk-path` (a checkout) or
-//! `--sdk-git` (a git URL, optionally `--sdk-rev`).
+//! The SDK is not on crates.io: the binary carries it. host/build.rs lists
+//! the SDK crates' files and the WIT they bind to (`policy_sdk.rs` in
+//! `OUT_DIR`), and by default `policy new` writes them under the scaffold's
+//! `sdk/`, with the entries of this repository's `Cargo.lock` they reach, so
+//! the scaffold builds with nothing but the binary and the Rust toolchain,
+//! offline when cargo's cache holds the dependencies. `--sdk-path` (a checkout) or `--sdk-git` (a git
+//! URL, optionally `--sdk-rev`) take the SDK from elsewhere instead.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,12 +30,14 @@ pub struct NewArgs {
     /// Directory to create (default `./<name>`); if it exists it must be empty.
     #[arg(long, value_name = "PATH")]
     pub dir: Option<PathBuf>,
-    /// A checkout of the radwasm repository: the SDK is used from its
-    /// `guests/` as path dependencies, and its `Cargo.lock` is copied so the
-    /// build uses the dependency versions the SDK is tested with.
+    /// Instead of the SDK this binary carries: a checkout of the radwasm
+    /// repository, whose `guests/` are used as path dependencies, and whose
+    /// `Cargo.lock` is copied so the build uses the dependency versions the
+    /// SDK is tested with.
     #[arg(long, value_name = "PATH", conflicts_with = "sdk_git")]
     pub sdk_path: Option<PathBuf>,
-    /// The git URL of the radwasm repository: cargo fetches the SDK from it.
+    /// Instead of the SDK this binary carries: the git URL of the radwasm
+    /// repository, from which cargo fetches the SDK.
     #[arg(long, value_name = "URL")]
     pub sdk_git: Option<String>,
     /// With `--sdk-git`: the commit (or tag) to build against; without it,
@@ -43,6 +49,9 @@ pub struct NewArgs {
 /// Where the scaffold's Cargo.toml takes the SDK from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SdkSource {
+    /// The SDK this binary carries, written into the scaffold's `sdk/`
+    /// (the default).
+    Embedded,
     /// A radwasm checkout (absolute path).
     Path(PathBuf),
     /// A git repository, at a revision or its default branch.
@@ -87,11 +96,7 @@ impl SdkSource {
                     rev: args.sdk_rev.clone(),
                 })
             }
-            (None, None) => anyhow::bail!(
-                "say where the policy SDK comes from: --sdk-path <a checkout of the radwasm \
-                 repository>, or --sdk-git <its git URL> [--sdk-rev <commit or tag>] \
-                 (the SDK is not published to crates.io)"
-            ),
+            (None, None) => Ok(Self::Embedded),
             (Some(_), Some(_)) => anyhow::bail!("--sdk-path and --sdk-git exclude each other"),
         }
     }
@@ -101,6 +106,10 @@ impl SdkSource {
         SDK_CRATES
             .iter()
             .map(|(name, dir)| match self {
+                Self::Embedded => format!(
+                    "{name} = {{ path = {} }}\n",
+                    toml_string(&format!("{EMBEDDED_SDK_DIR}/{dir}"))
+                ),
                 Self::Path(root) => format!(
                     "{name} = {{ path = {} }}\n",
                     toml_string(&root.join(dir).display().to_string())
@@ -122,9 +131,42 @@ impl SdkSource {
             .to_string()
     }
 
+    /// What the scaffold's `[workspace]` table says besides being a root.
+    fn workspace_settings(&self) -> &'static str {
+        match self {
+            Self::Embedded => {
+                "\n# sdk/ is a workspace of its own (its crates inherit from sdk/Cargo.toml):\n\
+                 # used through path dependencies, never a member of this one.\n\
+                 exclude = [\"sdk\"]"
+            }
+            Self::Path(_) | Self::Git { .. } => "",
+        }
+    }
+
     /// The README's paragraph on where the SDK comes from.
     fn readme_text(&self) -> String {
         match self {
+            Self::Embedded => wrap(
+                &format!(
+                    "`sdk/` holds the policy SDK exactly as the `radwasm` binary that created \
+                     this crate (version {version}) was built with it: the crates {crates}, and \
+                     the contract's WIT files they bind to. `Cargo.toml` uses it through path \
+                     dependencies. `Cargo.lock` started as the entries of radwasm's own lock \
+                     file that the SDK reaches, so the build uses the dependency versions the \
+                     SDK is built and tested with, needs no radwasm checkout, and needs no \
+                     network for crates already in cargo's cache (`cargo build --release \
+                     --offline`).\n\n\
+                     Keep `sdk/` under version control with the policy, and leave it as \
+                     written (it is generated). To build against the SDK of another radwasm \
+                     release, replace `sdk/` with the one that release's `radwasm policy new` \
+                     writes. Build against the contract of the controller that will run the \
+                     policy: a policy built against a newer contract is refused when it is \
+                     loaded.",
+                    crates = embedded_crate_names(),
+                    version = env!("CARGO_PKG_VERSION"),
+                ),
+                76,
+            ),
             Self::Path(root) => format!(
                 "`Cargo.toml` uses the SDK crates from the radwasm checkout at `{}`\n\
                  (`radwasm policy new --sdk-path`); if the checkout moves, change their\n\
@@ -151,6 +193,27 @@ impl SdkSource {
             ),
         }
     }
+}
+
+/// `text`'s paragraphs (separated by a blank line) filled to `width`
+/// columns, words never split.
+fn wrap(text: &str, width: usize) -> String {
+    text.split("\n\n")
+        .map(|paragraph| {
+            let mut lines: Vec<String> = Vec::new();
+            for word in paragraph.split_whitespace() {
+                match lines.last_mut() {
+                    Some(line) if line.len() + 1 + word.len() <= width => {
+                        line.push(' ');
+                        line.push_str(word);
+                    }
+                    _ => lines.push(word.to_string()),
+                }
+            }
+            lines.join("\n")
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 /// `text` as a TOML basic string.
@@ -293,6 +356,39 @@ fn type_name(name: &str) -> String {
     }
 }
 
+/// The policy SDK this binary carries, generated by host/build.rs:
+/// `SDK_FILES` (each file's path under the scaffold's `sdk/`, and its
+/// contents), `SDK_CRATE_DIRS` (each crate's name and directory) and
+/// `SDK_LOCK` (the entries of this repository's `Cargo.lock` the crates
+/// reach, written as the scaffold's `Cargo.lock`: its first build uses the
+/// versions the SDK is built and tested with).
+mod embedded_sdk {
+    include!(concat!(env!("OUT_DIR"), "/policy_sdk.rs"));
+}
+
+/// Where the embedded SDK goes in a scaffold.
+const EMBEDDED_SDK_DIR: &str = "sdk";
+
+/// The embedded SDK's crate names, for people: "`a`, `b` and `c`".
+fn embedded_crate_names() -> String {
+    let names: Vec<String> = embedded_sdk::SDK_CRATE_DIRS
+        .iter()
+        .map(|(name, _)| format!("`{name}`"))
+        .collect();
+    match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The embedded SDK's files, as paths in the scaffold and contents.
+pub fn embedded_sdk_files() -> impl Iterator<Item = (String, &'static [u8])> {
+    embedded_sdk::SDK_FILES
+        .iter()
+        .map(|(path, contents)| (format!("{EMBEDDED_SDK_DIR}/{path}"), *contents))
+}
+
 /// This repository's workspace manifest, for its guest profile.
 const WORKSPACE_MANIFEST: &str = include_str!("../../../Cargo.toml");
 /// This repository's toolchain file, copied as is.
@@ -352,6 +448,7 @@ pub fn render(name: &str, source: &SdkSource) -> Vec<ScaffoldFile> {
     let dependencies = source.dependencies();
     let release_profile = release_profile();
     let sdk_source = source.readme_text();
+    let workspace_settings = source.workspace_settings();
     let fill = |template: &str| {
         template
             .replace("{{crate_name}}", name)
@@ -360,6 +457,7 @@ pub fn render(name: &str, source: &SdkSource) -> Vec<ScaffoldFile> {
             .replace("{{sdk_dependencies}}", &dependencies)
             .replace("{{release_profile}}", &release_profile)
             .replace("{{sdk_source}}", &sdk_source)
+            .replace("{{workspace_settings}}", workspace_settings)
     };
     let files: [(&'static str, &str); 10] = [
         ("Cargo.toml", include_str!("scaffold/Cargo.toml.tmpl")),
@@ -419,6 +517,16 @@ fn ensure_empty_or_absent(dir: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// Write a file of the scaffold, creating its directory.
+fn write_file(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("{}: cannot create the directory", parent.display()))?;
+    }
+    std::fs::write(path, contents)
+        .with_context(|| format!("{}: cannot write the file", path.display()))
+}
+
 pub fn run(args: &NewArgs) -> anyhow::Result<ExitCode> {
     validate_name(&args.name)?;
     let source = SdkSource::from_args(args)?;
@@ -429,22 +537,37 @@ pub fn run(args: &NewArgs) -> anyhow::Result<ExitCode> {
     ensure_empty_or_absent(&dir)?;
     let files = render(&args.name, &source);
     for file in &files {
-        let path = dir.join(file.path);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("{}: cannot create the directory", parent.display()))?;
-        }
-        std::fs::write(&path, &file.text)
-            .with_context(|| format!("{}: cannot write the file", path.display()))?;
+        write_file(&dir.join(file.path), file.text.as_bytes())?;
     }
-    let mut written: Vec<&str> = files.iter().map(|file| file.path).collect();
-    if let SdkSource::Path(root) = &source {
-        let lock = root.join("Cargo.lock");
-        if lock.is_file() {
-            std::fs::copy(&lock, dir.join("Cargo.lock"))
-                .with_context(|| format!("copy {} into {}", lock.display(), dir.display()))?;
-            written.push("Cargo.lock");
+    let mut written: Vec<String> = files.iter().map(|file| file.path.to_string()).collect();
+    match &source {
+        SdkSource::Embedded => {
+            let mut count = 0;
+            for (path, contents) in embedded_sdk_files() {
+                write_file(&dir.join(path), contents)?;
+                count += 1;
+            }
+            write_file(&dir.join("Cargo.lock"), embedded_sdk::SDK_LOCK.as_bytes())?;
+            written.push("Cargo.lock".to_string());
+            let crates: Vec<&str> = embedded_sdk::SDK_CRATE_DIRS
+                .iter()
+                .map(|(name, _)| *name)
+                .collect();
+            written.push(format!(
+                "{EMBEDDED_SDK_DIR}/ (the policy SDK of radwasm {}: {}, the WIT they bind to; {count} files)",
+                env!("CARGO_PKG_VERSION"),
+                crates.join(", ")
+            ));
         }
+        SdkSource::Path(root) => {
+            let lock = root.join("Cargo.lock");
+            if lock.is_file() {
+                std::fs::copy(&lock, dir.join("Cargo.lock"))
+                    .with_context(|| format!("copy {} into {}", lock.display(), dir.display()))?;
+                written.push("Cargo.lock".to_string());
+            }
+        }
+        SdkSource::Git { .. } => {}
     }
     let wasm = format!("target/wasm32-wasip2/release/{}.wasm", lib_name(&args.name));
     println!("created policy {} in {}:", args.name, dir.display());
@@ -499,6 +622,14 @@ mod tests {
             let error = validate_name(name).expect_err(name).to_string();
             assert!(error.contains(reason), "{name}: {error}");
         }
+    }
+
+    #[test]
+    fn wrap_fills_paragraphs_without_splitting_words() {
+        assert_eq!(
+            wrap("aa bb  cc\ndd eeeeeeee\n\nff", 8),
+            "aa bb cc\ndd\neeeeeeee\n\nff"
+        );
     }
 
     #[test]
@@ -563,6 +694,7 @@ mod tests {
     fn every_placeholder_is_filled_and_paths_are_toml_strings() {
         let sources = [
             SdkSource::Path(PathBuf::from("/checkouts/rad \"wasm\"\\x")),
+            SdkSource::Embedded,
             SdkSource::Git {
                 url: "https://git.example.com/radwasm.git".into(),
                 rev: Some("0123abc".into()),
@@ -594,13 +726,262 @@ mod tests {
             ),
             "{manifest}"
         );
-        let manifest = &render("p", &sources[1])[0].text;
+        let manifest = &render("p", &sources[2])[0].text;
         assert!(
             manifest.contains(
                 r#"radwasm-policy-core = { git = "https://git.example.com/radwasm.git", rev = "0123abc" }"#
             ),
             "{manifest}"
         );
+        assert!(!manifest.contains("exclude"), "{manifest}");
+        let manifest = &render("p", &sources[1])[0].text;
+        for (name, dir) in SDK_CRATES {
+            assert!(
+                manifest.contains(&format!("{name} = {{ path = \"sdk/{dir}\" }}")),
+                "{manifest}"
+            );
+        }
+        assert!(
+            manifest.contains("\n[workspace]\n#") && manifest.contains("\nexclude = [\"sdk\"]\n"),
+            "{manifest}"
+        );
+    }
+
+    /// The repository's root, where the embedded SDK comes from.
+    fn repository() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("host/ sits inside the repository")
+            .to_path_buf()
+    }
+
+    fn embedded(path: &str) -> Option<&'static [u8]> {
+        embedded_sdk::SDK_FILES
+            .iter()
+            .find(|(embedded, _)| *embedded == path)
+            .map(|(_, contents)| *contents)
+    }
+
+    /// Every file under `dir` (relative to the repository), but the
+    /// directories of a crate's own tests, benchmarks and examples.
+    fn files_on_disk(dir: &str) -> Vec<String> {
+        fn walk(root: &Path, relative: &str, found: &mut Vec<String>) {
+            for entry in std::fs::read_dir(root.join(relative)).expect("read the directory") {
+                let entry = entry.expect("directory entry");
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let inner = format!("{relative}/{name}");
+                if entry.file_type().expect("file type").is_dir() {
+                    walk(root, &inner, found);
+                } else {
+                    found.push(inner);
+                }
+            }
+        }
+        let root = repository();
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(root.join(dir)).expect("read the crate") {
+            let entry = entry.expect("directory entry");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().expect("file type").is_dir() {
+                if !["tests", "benches", "examples", "target"].contains(&name.as_str()) {
+                    walk(&root, &format!("{dir}/{name}"), &mut found);
+                }
+            } else {
+                found.push(format!("{dir}/{name}"));
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn the_embedded_sdk_is_every_source_file_of_its_crates_as_in_the_repository() {
+        let crate_dirs: Vec<&str> = embedded_sdk::SDK_CRATE_DIRS
+            .iter()
+            .map(|(_, dir)| *dir)
+            .collect();
+        for (name, dir) in SDK_CRATES {
+            assert!(crate_dirs.contains(&dir), "{name} ({dir}) is not embedded");
+        }
+        let root = repository();
+        for dir in &crate_dirs {
+            let files = files_on_disk(dir);
+            assert!(
+                files.iter().any(|f| f.ends_with("/src/lib.rs")),
+                "{dir}: {files:?}"
+            );
+            for file in files {
+                let on_disk = std::fs::read(root.join(&file)).expect("read");
+                let contents = embedded(&file).unwrap_or_else(|| {
+                    panic!("{file} is not embedded: host/build.rs (embed_sdk) misses it")
+                });
+                assert!(contents == on_disk, "{file}: embedded as it is not on disk");
+            }
+        }
+        // And nothing else: every embedded file but the generated manifest
+        // is a file of the repository.
+        for (path, contents) in embedded_sdk::SDK_FILES {
+            if *path == "Cargo.toml" {
+                continue;
+            }
+            let on_disk = std::fs::read(root.join(path))
+                .unwrap_or_else(|e| panic!("{path} is embedded but not in the repository: {e}"));
+            assert!(*contents == on_disk, "{path}");
+            assert!(
+                !path.contains("/tests/") && !path.contains("/target/"),
+                "{path} is embedded"
+            );
+        }
+    }
+
+    #[test]
+    fn the_embedded_sdk_holds_the_wit_its_bindings_read() {
+        // The directory given to `wit_bindgen::generate!`, relative to the
+        // SDK crate, must resolve inside the embedded layout to a directory
+        // holding every `*.wit` the repository has there.
+        let lib = std::str::from_utf8(embedded("guests/policy-sdk/src/lib.rs").expect("lib.rs"))
+            .expect("UTF-8");
+        let generate = lib
+            .split("wit_bindgen::generate!")
+            .nth(1)
+            .expect("the SDK calls wit_bindgen::generate!");
+        let wit_path = generate
+            .split_once("path:")
+            .and_then(|(_, rest)| rest.split('"').nth(1))
+            .expect("generate! names its WIT path");
+        let mut parts: Vec<&str> = "guests/policy-sdk".split('/').collect();
+        for part in wit_path.split('/') {
+            match part {
+                ".." => {
+                    parts.pop().expect("inside the SDK's layout");
+                }
+                "." | "" => {}
+                part => parts.push(part),
+            }
+        }
+        let wit_dir = parts.join("/");
+        assert_eq!(wit_dir, "wit", "the SDK binds to another directory");
+        let mut wits = 0;
+        for entry in std::fs::read_dir(repository().join(&wit_dir)).expect("wit/") {
+            let entry = entry.expect("entry");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".wit") {
+                let path = format!("{wit_dir}/{name}");
+                let contents = embedded(&path).unwrap_or_else(|| panic!("{path} is not embedded"));
+                assert!(
+                    contents == std::fs::read(entry.path()).expect("read"),
+                    "{path}"
+                );
+                wits += 1;
+            }
+        }
+        assert!(wits > 0);
+    }
+
+    #[test]
+    fn the_embedded_sdk_manifest_supplies_everything_its_crates_inherit() {
+        let manifest =
+            std::str::from_utf8(embedded("Cargo.toml").expect("sdk/Cargo.toml")).expect("UTF-8");
+        let package = section_entries(manifest, "workspace.package");
+        for key in ["version", "edition", "rust-version"] {
+            let root = section_entries(WORKSPACE_MANIFEST, "workspace.package");
+            let value = root.iter().find(|(k, _)| *k == key).expect(key).1;
+            assert!(package.contains(&(key, value)), "{key}: {manifest}");
+        }
+        let dependencies = section_entries(manifest, "workspace.dependencies");
+        let crate_dirs: Vec<&str> = embedded_sdk::SDK_CRATE_DIRS
+            .iter()
+            .map(|(_, dir)| *dir)
+            .collect();
+        for (name, dir) in embedded_sdk::SDK_CRATE_DIRS {
+            assert!(
+                manifest.contains(&format!("\"{dir}\"")),
+                "{dir} is not a member: {manifest}"
+            );
+            let crate_manifest = std::str::from_utf8(
+                embedded(&format!("{dir}/Cargo.toml")).expect("the crate's Cargo.toml"),
+            )
+            .expect("UTF-8");
+            for line in crate_manifest.lines() {
+                let Some((key, _)) = line.split_once('=') else {
+                    continue;
+                };
+                let key = key.trim();
+                let inherited = match key.strip_suffix(".workspace") {
+                    Some(key) => key,
+                    None if line.contains("workspace = true") => key,
+                    None => continue,
+                };
+                let supplied = package.iter().any(|(k, _)| *k == inherited)
+                    || dependencies.iter().any(|(k, _)| *k == inherited);
+                assert!(
+                    supplied,
+                    "{name}: {inherited} is not supplied by\n{manifest}"
+                );
+            }
+        }
+        // Path dependencies point at embedded crates only.
+        for (name, value) in dependencies {
+            if let Some((_, path)) = value.split_once("path = \"") {
+                let path = path.split('"').next().expect("quoted");
+                assert!(crate_dirs.contains(&path), "{name} = {value}");
+            }
+        }
+        assert!(
+            !manifest.contains("[profile"),
+            "profiles belong to the policy's manifest"
+        );
+    }
+
+    #[test]
+    fn the_embedded_lock_is_the_repositorys_cut_to_what_the_sdk_reaches() {
+        let blocks: Vec<&str> = embedded_sdk::SDK_LOCK
+            .split("\n[[package]]\n")
+            .skip(1)
+            .collect();
+        let repository_lock =
+            std::fs::read_to_string(repository().join("Cargo.lock")).expect("Cargo.lock");
+        let field = |block: &str, key: &str| -> String {
+            block
+                .lines()
+                .find_map(|line| line.strip_prefix(&format!("{key} = ")))
+                .unwrap_or_else(|| panic!("no {key} in {block}"))
+                .trim_matches('"')
+                .to_string()
+        };
+        let packages: Vec<(String, String)> = blocks
+            .iter()
+            .map(|block| (field(block, "name"), field(block, "version")))
+            .collect();
+        for block in &blocks {
+            assert!(
+                repository_lock.contains(&format!("[[package]]\n{block}")),
+                "not the repository's entry: {block}"
+            );
+            // Every dependency ("name" or "name version") is there too.
+            if let Some((_, list)) = block.split_once("dependencies = [\n") {
+                for dependency in list.lines().take_while(|line| *line != "]") {
+                    let dependency = dependency.trim().trim_end_matches(',').trim_matches('"');
+                    let mut words = dependency.split(' ');
+                    let name = words.next().expect("a name");
+                    let version = words.next();
+                    assert!(
+                        packages
+                            .iter()
+                            .any(|(n, v)| n == name && version.is_none_or(|version| version == v)),
+                        "{dependency} is missing from the embedded lock"
+                    );
+                }
+            }
+        }
+        for (name, _) in embedded_sdk::SDK_CRATE_DIRS {
+            assert!(packages.iter().any(|(n, _)| n == name), "{name}");
+        }
+        for host_only in ["radwasm", "wasmtime", "kube"] {
+            assert!(
+                !packages.iter().any(|(n, _)| n == host_only),
+                "{host_only} is in the SDK's lock"
+            );
+        }
     }
 
     #[test]
