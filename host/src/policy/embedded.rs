@@ -1,5 +1,5 @@
 //! The default policy, compiled without WASI and made a component by
-//! `host/build.rs`, and embedded in the host binary, so `radwasm` works with
+//! `host/build/main.rs`, and embedded in the host binary, so `radwasm` works with
 //! no `.wasm` on disk.
 
 /// Bytes of the default policy component.
