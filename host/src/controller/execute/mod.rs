@@ -809,3 +809,6 @@ fn cut(text: &str, max: usize) -> String {
     }
     text[..end].to_string()
 }
+
+#[cfg(test)]
+mod tests;
