@@ -38,7 +38,8 @@
 //! `--apiserver` picks the Kubernetes API server: `embedded` (the default,
 //! `sim/kube-apiserver` in this process), `real` (etcd, kube-apiserver and
 //! kube-controller-manager built from their Go modules and started on
-//! loopback by the e2e tests' `realkube` harness; `--real-apiserver` says
+//! loopback by the `realkube` harness the e2e tests use too, from
+//! `radwasm-test-support`; `--real-apiserver` says
 //! the same) or `both`, one after the other in the same run. `--drift-resync D` is passed to every controller
 //! started (except `resync`'s own settings); without it each runs with
 //! `radwasm run`'s default. The Radius simulator runs in this process on
@@ -68,9 +69,7 @@ use tokio::sync::watch;
 mod policies;
 
 /// The real control plane, shared with the e2e tests.
-#[path = "../../tests/e2e/realkube.rs"]
-#[allow(dead_code)]
-mod realkube;
+use radwasm_test_support::realkube;
 
 const TEMPLATE: &str = include_str!("fixtures/three-resources.json");
 const SCOPE: &str = "/planes/radius/local/resourceGroups/bench";

@@ -17,9 +17,7 @@ use sha2::{Digest, Sha256};
 
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 
-#[path = "../../tests/support/registry.rs"]
-mod registry;
-use registry::{PASSWORD, Registry, USER};
+use radwasm_test_support::registry::{PASSWORD, Registry, USER};
 
 fn radwasm(args: &[&str]) -> Output {
     radwasm_with(args, &[], None)

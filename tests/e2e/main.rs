@@ -15,9 +15,10 @@ mod ownership;
 mod policies;
 mod radius_shape;
 mod rbac;
-mod realkube;
-#[path = "../support/registry.rs"]
-mod registry;
 mod scenarios;
 mod sharding;
 mod truth;
+
+// The real control plane and the OCI registry, shared with the controller
+// benchmark and `host/tests` (crate `radwasm-test-support`, tests/support).
+use radwasm_test_support::{realkube, registry};

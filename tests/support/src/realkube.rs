@@ -74,9 +74,11 @@ pub const CONTROLLER_NAMESPACE: &str = "radwasm-system";
 pub const CONTROLLER_SERVICE_ACCOUNT: &str = "radwasm";
 
 pub fn repo_root() -> PathBuf {
+    // This crate is tests/support: the repository is two levels up.
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
+        .ancestors()
+        .nth(2)
+        .expect("tests/support/ has a grandparent")
         .to_path_buf()
 }
 
@@ -570,7 +572,6 @@ impl RealCluster {
 
     /// The process ids of etcd, kube-apiserver and kube-controller-manager
     /// (for measuring their CPU and memory; the controller benchmark does).
-    #[allow(dead_code)]
     pub fn pids(&self) -> Vec<u32> {
         self.procs.0.iter().map(|p| p.child.id()).collect()
     }

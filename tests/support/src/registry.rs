@@ -1,12 +1,10 @@
 //! A real OCI registry for tests: CNCF distribution (`docker-registry`,
 //! Debian's package), started on loopback with its storage in a temp dir
 //! and stopped when dropped (also when the test fails). Shared by the OCI
-//! tests of `host/tests` and the end-to-end scenarios (`#[path]` module).
+//! tests of `host/tests` and the end-to-end scenarios.
 //!
 //! The registry must be installed (`apt-get install docker-registry`; CI's
 //! `.ci/run` installs it). Without it the tests using it fail and say so.
-
-#![allow(dead_code)]
 
 use std::fs::File;
 use std::net::TcpListener;
