@@ -50,6 +50,26 @@ fn scaffold_target_dir() -> PathBuf {
 /// `cargo` as the user runs it, in `dir`: nothing of the outer build (the
 /// toolchain it chose, its flags, its target directory, clippy's wrapper)
 /// may leak in; the scaffold's own toolchain file and config decide.
+/// Build the scaffold in `dir` with cargo `args` as a user would (offline),
+/// saying how long it took; `what` names the command in a failure.
+fn build_offline(dir: &Path, args: &[&str], target_dir: &Path, what: &str) {
+    let started = Instant::now();
+    let build = user_cargo(dir)
+        .args(args)
+        .env("CARGO_TARGET_DIR", target_dir)
+        .output()
+        .expect("run cargo");
+    eprintln!(
+        "building the scaffold ({what}) took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        build.status.success(),
+        "{what} in the scaffold failed:\n{}",
+        text(&build)
+    );
+}
+
 fn user_cargo(dir: &Path) -> Command {
     let mut command = Command::new("cargo");
     command.current_dir(dir);
@@ -175,22 +195,8 @@ fn with_nothing_but_the_binary_a_policy_is_scaffolded_built_checked_and_tested()
     let mut words = build[0].split_whitespace();
     assert_eq!(words.next(), Some("cargo"));
     let target_dir = scaffold_target_dir();
-    let built = Instant::now();
-    let build = user_cargo(&dir)
-        .args(words)
-        .arg("--offline")
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .output()
-        .expect("run cargo");
-    eprintln!(
-        "building the scaffold with the embedded SDK took {:.1} s",
-        built.elapsed().as_secs_f64()
-    );
-    assert!(
-        build.status.success(),
-        "the README's build command (with --offline) failed:\n{}",
-        text(&build)
-    );
+    let words: Vec<&str> = words.chain(["--offline"]).collect();
+    build_offline(&dir, &words, &target_dir, "the README's build command");
     // ... with the SDK from the scaffold, and the dependency versions this
     // repository is built with ...
     let metadata = user_cargo(&dir)
@@ -294,20 +300,11 @@ fn a_scaffolded_policy_builds_on_its_own_and_passes_check_and_its_cases() {
 
     // The one command the scaffold's README gives.
     let target_dir = scaffold_target_dir();
-    let started = Instant::now();
-    let build = user_cargo(&dir)
-        .args(["build", "--release", "--offline"])
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .output()
-        .expect("run cargo");
-    eprintln!(
-        "building the scaffold took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    assert!(
-        build.status.success(),
-        "cargo build --release --offline in the scaffold failed:\n{}",
-        text(&build)
+    build_offline(
+        &dir,
+        &["build", "--release", "--offline"],
+        &target_dir,
+        "cargo build --release --offline",
     );
     let wasm = target_dir.join("wasm32-wasip2/release/team_label_guardrail.wasm");
     assert!(wasm.is_file(), "{} was not built", wasm.display());
