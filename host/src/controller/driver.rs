@@ -495,16 +495,8 @@ async fn fail<K: Reconciled>(
     };
     tracing::warn!(reason = label, "{message}");
     ctx.metrics.count_decision_failure(K::KIND, label);
-    let (conditions, current_message) = object.status_parts();
-    let news = current_message != Some(message.as_str());
-    let mut patch = StatusPatch::failure(
-        &Current {
-            conditions,
-            generation: object.meta().generation,
-        },
-        reason,
-        &message,
-    );
+    let news = object.status_parts().1 != Some(message.as_str());
+    let mut patch = StatusPatch::failure(&Current::of(object), reason, &message);
     // Cleared when no policy decided (the object names none that is Ready).
     patch.policy = Some(policy.cloned());
     writes::write_status(ctx, object, key, &patch).await?;

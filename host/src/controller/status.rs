@@ -68,6 +68,16 @@ pub struct Current<'a> {
     pub generation: Option<i64>,
 }
 
+impl<'a> Current<'a> {
+    /// What `object`'s status holds now.
+    pub fn of<K: super::object::Reconciled>(object: &'a K) -> Self {
+        Current {
+            conditions: object.status_parts().0,
+            generation: object.meta().generation,
+        }
+    }
+}
+
 /// The spec as deployed, copied into status when its hash is recorded.
 pub struct DeployedSpec<'a> {
     pub hash: &'a str,

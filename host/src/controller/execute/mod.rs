@@ -43,14 +43,7 @@ pub async fn template_plan(
     observation: &TemplateObservation,
     actions: &[TemplateAction],
 ) -> Result<Executed, Error> {
-    let current = Current {
-        conditions: object
-            .status
-            .as_ref()
-            .map(|s| s.conditions.as_slice())
-            .unwrap_or(&[]),
-        generation: object.meta().generation,
-    };
+    let current = Current::of(object);
     let spec = DeployedSpec {
         hash: &observation.spec_hash,
         template: &observation.spec.template,
@@ -218,14 +211,7 @@ pub async fn resource_plan(
     observation: &ResourceObservation,
     actions: &[ResourceAction],
 ) -> Result<Executed, Error> {
-    let current = Current {
-        conditions: object
-            .status
-            .as_ref()
-            .map(|s| s.conditions.as_slice())
-            .unwrap_or(&[]),
-        generation: object.meta().generation,
-    };
+    let current = Current::of(object);
     let mut patch = StatusPatch::default();
     patch.track_failures(
         observation.operation.as_ref(),
