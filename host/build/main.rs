@@ -28,7 +28,12 @@ use std::process::Command;
 
 /// Guest crates built without WASI and turned into components here; the
 /// first is embedded as the default policy.
-const CORE_GUESTS: &[&str] = &["default-policy", "image-tag-guardrail", "annotation-canary"];
+const CORE_GUESTS: &[&str] = &[
+    "default-policy",
+    "image-tag-guardrail",
+    "annotation-canary",
+    "team-label-layer",
+];
 /// Guest crates built as components for `wasm32-wasip2`.
 const WASI_GUESTS: &[&str] = &["misbehaving-policy"];
 const CORE_TARGET: &str = "wasm32-unknown-unknown";

@@ -6,14 +6,14 @@
 //! [`wit_conversions!`](crate::wit_conversions) writes it once: invoked in a
 //! module where the generated interfaces are in scope under short names, it
 //! defines plain conversion functions in that module, for contract version
-//! `v0_3` (current, both directions) or `v0_2` / `v0_1` (what a host needs
+//! `v0_4` (current) or `v0_3` (both directions) or `v0_2` / `v0_1` (what a host needs
 //! to drive a guest built against an older contract: observations to WIT,
 //! plans from WIT).
 //!
 //! ```ignore
-//! use crate::bindings::exports::radapp::policy::{metadata, resource_policy as rp, template_policy as tp};
-//! use crate::bindings::radapp::policy::types as wit;
-//! radwasm_policy_model::wit_conversions!(v0_3; types = wit, metadata = metadata, template = tp, resource = rp);
+//! use crate::bindings::exports::radapp::policy::metadata;
+//! use crate::bindings::radapp::policy::{resource_types as rp, template_types as tp, types as wit};
+//! radwasm_policy_model::wit_conversions!(v0_4; types = wit, metadata = metadata, template = tp, resource = rp);
 //! ```
 //!
 //! Fields a version lacks are dropped going to WIT. A refused request is
@@ -27,6 +27,11 @@
 /// module documentation of `radwasm_policy_model::wit`.
 #[macro_export]
 macro_rules! wit_conversions {
+    // 0.4 moved each kind's records, unchanged, into type-only interfaces
+    // (`template-types`, `resource-types`): the mapping is 0.3's.
+    (v0_4; types = $wit:ident, metadata = $md:ident, template = $tp:ident, resource = $rp:ident) => {
+        $crate::wit_conversions!(v0_3; types = $wit, metadata = $md, template = $tp, resource = $rp);
+    };
     (v0_3; types = $wit:ident, metadata = $md:ident, template = $tp:ident, resource = $rp:ident) => {
         $crate::wit_conversions!(@common $wit, $md, $tp, $rp);
         $crate::wit_conversions!(@to_wit $wit, $md, $tp, $rp, v0_3);

@@ -4,7 +4,7 @@
 //! (`radwasm-policy-model`); every method defaults to the default policy
 //! (`radwasm-policy-core`), so a policy overrides only what it changes.
 //! [`export_policy!`] turns it into the component exports of world
-//! `radapp:policy/policy@0.3.0`:
+//! `radapp:policy/policy@0.4.0`:
 //!
 //! ```ignore
 //! use radwasm_policy_sdk::{Policy, model};
@@ -26,10 +26,18 @@
 //! `target/wasm32-wasip2/release/` is the component the host loads.
 //! `radwasm policy new` makes a crate set up for exactly that.
 //!
+//! A *layer* ([`Layer`], exported with [`export_layer!`], world
+//! `radapp:policy/layer@0.4.0`) does not link the default logic at all: the
+//! host gives each decision the plan of the policy below (the built-in
+//! default unless its `ReconcilePolicy` names another base), and the layer
+//! returns it amended. Layers are what `radwasm policy new` makes.
+//!
 //! What a policy author uses:
 //!
-//! * [`Policy`]: the trait to implement, one method per decision;
-//! * [`export_policy!`]: exports the implementation as the component;
+//! * [`Layer`]: the trait to implement for a layer, one method per kind;
+//! * [`export_layer!`]: exports a layer as the component;
+//! * [`Policy`]: the trait to implement for a policy that decides alone;
+//! * [`export_policy!`]: exports a policy as the component;
 //! * [`log`] with a [`Level`]: messages into the controller's log;
 //! * [`model`]: the observation and plan types a decision reads and returns;
 //! * from `radwasm-policy-core` (a dependency of its own): the default
@@ -58,15 +66,78 @@ pub mod arena;
 #[global_allocator]
 static ALLOCATOR: arena::DecisionArena = arena::DecisionArena::new();
 
-/// Bindings generated from `wit/policy.wit`.
+/// Bindings generated from `wit/policy.wit` (the records, the `log` import
+/// and the `metadata` export every guest has), in three parts so that one
+/// crate can export either a policy or a layer: the export macros of one
+/// `generate!` are named after their interfaces, and `metadata` is in both
+/// worlds. `wasm-component-ld` merges the type information of the parts a
+/// guest exports into its component.
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        world: "policy",
+        inline: "
+            package radwasm:sdk;
+            world common {
+                import radapp:policy/log@0.4.0;
+                import radapp:policy/template-types@0.4.0;
+                import radapp:policy/resource-types@0.4.0;
+                export radapp:policy/metadata@0.4.0;
+            }
+        ",
         path: "../../wit",
+        world: "radwasm:sdk/common",
+        generate_all,
         pub_export_macro: true,
-        export_macro_name: "export_bindings",
+        export_macro_name: "export_common",
         default_bindings_module: "radwasm_policy_sdk::bindings",
+    });
+}
+
+/// The exports of world `radapp:policy/policy` beyond [`bindings`].
+#[doc(hidden)]
+pub mod policy_bindings {
+    wit_bindgen::generate!({
+        inline: "
+            package radwasm:sdk;
+            world policy-exports {
+                export radapp:policy/template-policy@0.4.0;
+                export radapp:policy/resource-policy@0.4.0;
+            }
+        ",
+        path: "../../wit",
+        world: "radwasm:sdk/policy-exports",
+        pub_export_macro: true,
+        export_macro_name: "export_policy_exports",
+        default_bindings_module: "radwasm_policy_sdk::policy_bindings",
+        with: {
+            "radapp:policy/types@0.4.0": crate::bindings::radapp::policy::types,
+            "radapp:policy/template-types@0.4.0": crate::bindings::radapp::policy::template_types,
+            "radapp:policy/resource-types@0.4.0": crate::bindings::radapp::policy::resource_types,
+        },
+    });
+}
+
+/// The exports of world `radapp:policy/layer` beyond [`bindings`].
+#[doc(hidden)]
+pub mod layer_bindings {
+    wit_bindgen::generate!({
+        inline: "
+            package radwasm:sdk;
+            world layer-exports {
+                export radapp:policy/template-layer@0.4.0;
+                export radapp:policy/resource-layer@0.4.0;
+            }
+        ",
+        path: "../../wit",
+        world: "radwasm:sdk/layer-exports",
+        pub_export_macro: true,
+        export_macro_name: "export_layer_exports",
+        default_bindings_module: "radwasm_policy_sdk::layer_bindings",
+        with: {
+            "radapp:policy/types@0.4.0": crate::bindings::radapp::policy::types,
+            "radapp:policy/template-types@0.4.0": crate::bindings::radapp::policy::template_types,
+            "radapp:policy/resource-types@0.4.0": crate::bindings::radapp::policy::resource_types,
+        },
     });
 }
 
@@ -117,6 +188,65 @@ pub trait Policy {
     }
 }
 
+/// A layer over the policy below it, on model types: implement it on a
+/// unit struct and export it with [`export_layer!`].
+///
+/// Each method is given the observation and `base`, the plan the policy
+/// below decided for it, and returns the plan to carry out: `base` as it
+/// is (the default, so implement only the kinds you change), amended
+/// (actions dropped, added or changed), or a [`PolicyError`] to refuse (the
+/// host marks the object's decision failed and changes nothing else). As
+/// with [`Policy`], a decision is a pure function of what it is given.
+///
+/// ```ignore
+/// use radwasm_policy_sdk::{Layer, model};
+///
+/// struct TeamLabel;
+///
+/// impl Layer for TeamLabel {
+///     fn describe() -> model::Description {
+///         model::Description { name: "team-label".into(), version: "0.1.0".into(),
+///             summary: "Refuses templates without a team label".into(), annotations: vec![] }
+///     }
+///     fn decide_template(
+///         observation: &model::TemplateObservation,
+///         base: model::TemplatePlan,
+///     ) -> Result<model::TemplatePlan, model::PolicyError> {
+///         if !observation.meta.deletion_requested && !observation.meta.labels.contains_key("team") {
+///             return Err(model::PolicyError { code: "MissingTeamLabel".into(),
+///                 message: "label the template with its team".into() });
+///         }
+///         Ok(base)
+///     }
+/// }
+///
+/// radwasm_policy_sdk::export_layer!(TeamLabel);
+/// ```
+pub trait Layer {
+    /// The layer's name, version, summary and the annotations it reads.
+    fn describe() -> Description;
+
+    /// The plan for one `DeploymentTemplate`, given the base's. The default
+    /// keeps the base's plan.
+    fn decide_template(
+        observation: &TemplateObservation,
+        base: TemplatePlan,
+    ) -> Result<TemplatePlan, PolicyError> {
+        let _ = observation;
+        Ok(base)
+    }
+
+    /// The plan for one `DeploymentResource`, given the base's. The default
+    /// keeps the base's plan.
+    fn decide_resource(
+        observation: &ResourceObservation,
+        base: ResourcePlan,
+    ) -> Result<ResourcePlan, PolicyError> {
+        let _ = observation;
+        Ok(base)
+    }
+}
+
 /// Severity of a [`log`] message: `Level::Trace`, `Debug`, `Info`, `Warn` or
 /// `Error`, mapped onto the controller's log levels.
 pub use bindings::radapp::policy::log::Level;
@@ -135,7 +265,7 @@ pub fn log(level: Level, message: &str) {
 }
 
 /// Export a [`Policy`] implementation as the guest's component exports
-/// (world `radapp:policy/policy@0.3.0`: `metadata.describe`,
+/// (world `radapp:policy/policy@0.4.0`: `metadata.describe`,
 /// `template-policy.decide` and `resource-policy.decide`), converting between
 /// the WIT types and the [`model`] types. Invoke it once, at the crate root
 /// of a `cdylib` crate, with the type implementing [`Policy`]:
@@ -155,11 +285,11 @@ macro_rules! export_policy {
             }
         }
 
-        impl $crate::bindings::exports::radapp::policy::template_policy::Guest for __RadwasmPolicyExport {
+        impl $crate::policy_bindings::exports::radapp::policy::template_policy::Guest for __RadwasmPolicyExport {
             fn decide(
-                observation: $crate::bindings::exports::radapp::policy::template_policy::TemplateObservation,
+                observation: $crate::bindings::radapp::policy::template_types::TemplateObservation,
             ) -> ::core::result::Result<
-                $crate::bindings::exports::radapp::policy::template_policy::TemplatePlan,
+                $crate::bindings::radapp::policy::template_types::TemplatePlan,
                 $crate::bindings::radapp::policy::types::PolicyError,
             > {
                 let observation = $crate::convert::template_observation_from_wit(observation);
@@ -169,11 +299,11 @@ macro_rules! export_policy {
             }
         }
 
-        impl $crate::bindings::exports::radapp::policy::resource_policy::Guest for __RadwasmPolicyExport {
+        impl $crate::policy_bindings::exports::radapp::policy::resource_policy::Guest for __RadwasmPolicyExport {
             fn decide(
-                observation: $crate::bindings::exports::radapp::policy::resource_policy::ResourceObservation,
+                observation: $crate::bindings::radapp::policy::resource_types::ResourceObservation,
             ) -> ::core::result::Result<
-                $crate::bindings::exports::radapp::policy::resource_policy::ResourcePlan,
+                $crate::bindings::radapp::policy::resource_types::ResourcePlan,
                 $crate::bindings::radapp::policy::types::PolicyError,
             > {
                 let observation = $crate::convert::resource_observation_from_wit(observation);
@@ -183,6 +313,64 @@ macro_rules! export_policy {
             }
         }
 
-        $crate::bindings::export_bindings!(__RadwasmPolicyExport with_types_in $crate::bindings);
+        $crate::bindings::export_common!(__RadwasmPolicyExport with_types_in $crate::bindings);
+        $crate::policy_bindings::export_policy_exports!(__RadwasmPolicyExport with_types_in $crate::policy_bindings);
+    };
+}
+
+/// Export a [`Layer`] implementation as the guest's component exports
+/// (world `radapp:policy/layer@0.4.0`: `metadata.describe`,
+/// `template-layer.decide` and `resource-layer.decide`). Invoke it once, at
+/// the crate root of a `cdylib` crate:
+///
+/// ```ignore
+/// radwasm_policy_sdk::export_layer!(MyLayer);
+/// ```
+#[macro_export]
+macro_rules! export_layer {
+    ($layer:ty) => {
+        #[doc(hidden)]
+        struct __RadwasmLayerExport;
+
+        impl $crate::bindings::exports::radapp::policy::metadata::Guest for __RadwasmLayerExport {
+            fn describe() -> $crate::bindings::exports::radapp::policy::metadata::Description {
+                $crate::convert::description_to_wit(<$layer as $crate::Layer>::describe())
+            }
+        }
+
+        impl $crate::layer_bindings::exports::radapp::policy::template_layer::Guest for __RadwasmLayerExport {
+            fn decide(
+                observation: $crate::bindings::radapp::policy::template_types::TemplateObservation,
+                base: $crate::bindings::radapp::policy::template_types::TemplatePlan,
+            ) -> ::core::result::Result<
+                $crate::bindings::radapp::policy::template_types::TemplatePlan,
+                $crate::bindings::radapp::policy::types::PolicyError,
+            > {
+                let observation = $crate::convert::template_observation_from_wit(observation);
+                let base = $crate::convert::template_plan_from_wit(base);
+                <$layer as $crate::Layer>::decide_template(&observation, base)
+                    .map($crate::convert::template_plan_to_wit)
+                    .map_err($crate::convert::policy_error_to_wit)
+            }
+        }
+
+        impl $crate::layer_bindings::exports::radapp::policy::resource_layer::Guest for __RadwasmLayerExport {
+            fn decide(
+                observation: $crate::bindings::radapp::policy::resource_types::ResourceObservation,
+                base: $crate::bindings::radapp::policy::resource_types::ResourcePlan,
+            ) -> ::core::result::Result<
+                $crate::bindings::radapp::policy::resource_types::ResourcePlan,
+                $crate::bindings::radapp::policy::types::PolicyError,
+            > {
+                let observation = $crate::convert::resource_observation_from_wit(observation);
+                let base = $crate::convert::resource_plan_from_wit(base);
+                <$layer as $crate::Layer>::decide_resource(&observation, base)
+                    .map($crate::convert::resource_plan_to_wit)
+                    .map_err($crate::convert::policy_error_to_wit)
+            }
+        }
+
+        $crate::bindings::export_common!(__RadwasmLayerExport with_types_in $crate::bindings);
+        $crate::layer_bindings::export_layer_exports!(__RadwasmLayerExport with_types_in $crate::layer_bindings);
     };
 }

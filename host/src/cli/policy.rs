@@ -138,6 +138,10 @@ fn check(args: &PolicyArgs) -> anyhow::Result<ExitCode> {
         kinds.push("DeploymentResource");
     }
     println!("implements:  {worlds} (decides for {})", kinds.join(", "));
+    if policy.is_layer() {
+        // What it decides over, down to the policy that decides alone.
+        println!("layers on:   {}", policy.stack()[1..].join(" over "));
+    }
     if description.annotations.is_empty() {
         println!("annotations: none");
     } else {
@@ -335,8 +339,12 @@ fn native_decide(observation: &model::Observation) -> Result<model::Plan, model:
 
 /// The contract's WIT files, as the binary was built with them: where each
 /// goes under the directory `policy wit` writes, and its text.
-pub const WIT_FILES: [(&str, &str); 3] = [
+pub const WIT_FILES: [(&str, &str); 4] = [
     ("policy.wit", include_str!("../../../wit/policy.wit")),
+    (
+        "v0.3/policy.wit",
+        include_str!("../../../wit/v0.3/policy.wit"),
+    ),
     (
         "v0.2/policy.wit",
         include_str!("../../../wit/v0.2/policy.wit"),

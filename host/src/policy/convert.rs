@@ -3,7 +3,17 @@
 //! written once, in `radwasm_policy_model::wit_conversions!`, which the guest
 //! SDK uses too.
 
-/// Contract 0.3 (current).
+/// Contract 0.4 (current): policies and layers.
+pub mod v0_4 {
+    use super::super::bindings::v0_4::exports::radapp::policy::metadata;
+    use super::super::bindings::v0_4::radapp::policy::{
+        resource_types as rp, template_types as tp, types as wit,
+    };
+
+    radwasm_policy_model::wit_conversions!(v0_4; types = wit, metadata = metadata, template = tp, resource = rp);
+}
+
+/// Contract 0.3: what a host needs to drive a guest built against it.
 pub mod v0_3 {
     use super::super::bindings::v0_3::exports::radapp::policy::{
         metadata, resource_policy as rp, template_policy as tp,
@@ -131,16 +141,16 @@ mod tests {
     fn every_field_survives_the_round_trip_through_the_current_contract() {
         // The guest SDK converts back with the same macro: a field the macro
         // forgot in either direction shows up here.
-        use super::super::bindings::v0_3::exports::radapp::policy::template_policy as tp;
+        use super::super::bindings::v0_4::radapp::policy::template_types as tp;
         let observation = full_observation();
         let wit: tp::TemplateObservation =
-            super::v0_3::template_observation_to_wit(observation.clone());
-        let back = super::v0_3::template_observation_from_wit(wit);
+            super::v0_4::template_observation_to_wit(observation.clone());
+        let back = super::v0_4::template_observation_from_wit(wit);
         assert_eq!(back, observation);
 
         let observation = full_resource_observation();
-        let back = super::v0_3::resource_observation_from_wit(
-            super::v0_3::resource_observation_to_wit(observation.clone()),
+        let back = super::v0_4::resource_observation_from_wit(
+            super::v0_4::resource_observation_to_wit(observation.clone()),
         );
         assert_eq!(back, observation);
 
@@ -151,7 +161,7 @@ mod tests {
             ],
         };
         let back =
-            super::v0_3::template_plan_from_wit(super::v0_3::template_plan_to_wit(plan.clone()));
+            super::v0_4::template_plan_from_wit(super::v0_4::template_plan_to_wit(plan.clone()));
         assert_eq!(back, plan);
 
         let plan = model::ResourcePlan {
@@ -165,7 +175,7 @@ mod tests {
             )],
         };
         let back =
-            super::v0_3::resource_plan_from_wit(super::v0_3::resource_plan_to_wit(plan.clone()));
+            super::v0_4::resource_plan_from_wit(super::v0_4::resource_plan_to_wit(plan.clone()));
         assert_eq!(back, plan);
     }
 

@@ -16,7 +16,7 @@ use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
 };
 
-use super::bindings::{v0_1, v0_2, v0_3};
+use super::bindings::{v0_1, v0_2, v0_3, v0_4};
 use super::convert;
 use super::sandbox::{GuestLog, SandboxState};
 use super::validate::{self, Contract, LoadError, Worlds};
@@ -87,6 +87,10 @@ impl DecisionError {
 }
 
 /// A plan with what the guest logged and the fuel it used.
+///
+/// For a layer, `plan` is the top layer's plan; `below` holds the plan of
+/// every policy under it (bottom first), `logs` every layer's messages
+/// (bottom first) and `fuel_used` their sum.
 #[derive(Debug, Clone)]
 pub struct Decision<P> {
     pub plan: P,
@@ -94,16 +98,35 @@ pub struct Decision<P> {
     /// Log messages past the per-decision cap, counted but not kept.
     pub dropped_logs: usize,
     pub fuel_used: u64,
+    /// The plans of the policies below a layer, bottom first, each with the
+    /// `name@version` of the policy that decided it; empty for a policy that
+    /// decides alone.
+    pub below: Vec<LayerPlan<P>>,
+}
+
+/// The plan one policy of a stack decided, below the top.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerPlan<P> {
+    pub policy: String,
+    pub plan: P,
 }
 
 impl<P> Decision<P> {
-    /// The same decision with its plan turned into another form.
-    pub fn map_plan<Q>(self, f: impl FnOnce(P) -> Q) -> Decision<Q> {
+    /// The same decision with its plans turned into another form.
+    pub fn map_plan<Q>(self, f: impl Fn(P) -> Q) -> Decision<Q> {
         Decision {
             plan: f(self.plan),
             logs: self.logs,
             dropped_logs: self.dropped_logs,
             fuel_used: self.fuel_used,
+            below: self
+                .below
+                .into_iter()
+                .map(|layer| LayerPlan {
+                    policy: layer.policy,
+                    plan: f(layer.plan),
+                })
+                .collect(),
         }
     }
 }
@@ -173,6 +196,11 @@ impl PolicyEngine {
             .map_err(|error| anyhow::anyhow!("linking WASI: {error}"))?;
         // The `log` import of every contract version loaded (their names
         // differ by version, so all live in one linker).
+        v0_4::GuestExports::add_to_linker::<SandboxState, HasSelf<SandboxState>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(|error| anyhow::anyhow!("linking the 0.4 policy log import: {error}"))?;
         v0_3::Policy::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |state| {
             state
         })
@@ -235,11 +263,19 @@ impl PolicyEngine {
             .imports(&self.inner.engine)
             .any(|(name, _)| name.starts_with("wasi:"));
 
+        // A layer decides over a base: the built-in default policy until
+        // it is given another (`LoadedPolicy::on_base`).
+        let base = if worlds.layer {
+            Some(Box::new(super::embedded::load_default(self)?))
+        } else {
+            None
+        };
         let mut policy = LoadedPolicy {
             limits: DecisionLimits {
                 fuel: self.inner.limits.fuel,
                 memory_bytes: self.inner.limits.memory_bytes,
             },
+            base,
             inner: Arc::new(LoadedInner {
                 engine: self.clone(),
                 source_name: source_name.to_string(),
@@ -338,10 +374,14 @@ struct CompiledCache {
 }
 
 /// A validated, compiled policy ready to decide. Cheap to clone.
+///
+/// A layer carries the policy it decides over (`base`), itself possibly a
+/// layer: the stack bottoms out in a policy that decides alone.
 #[derive(Clone)]
 pub struct LoadedPolicy {
     inner: Arc<LoadedInner>,
     limits: DecisionLimits,
+    base: Option<Box<LoadedPolicy>>,
 }
 
 /// The fuel and memory one decision of a policy may use: the engine's
@@ -368,6 +408,19 @@ struct LoadedInner {
 /// against. Each version's observations and plans go through its own
 /// conversions (`convert.rs`); everything else is shared.
 enum Exports {
+    V0_4(
+        Indices<
+            v0_4_exports::metadata::GuestIndices,
+            Role<
+                v0_4_exports::template_policy::GuestIndices,
+                v0_4_exports::template_layer::GuestIndices,
+            >,
+            Role<
+                v0_4_exports::resource_policy::GuestIndices,
+                v0_4_exports::resource_layer::GuestIndices,
+            >,
+        >,
+    ),
     V0_3(
         Indices<
             v0_3_exports::metadata::GuestIndices,
@@ -394,11 +447,32 @@ enum Exports {
 use v0_1::exports::radapp::policy as v0_1_exports;
 use v0_2::exports::radapp::policy as v0_2_exports;
 use v0_3::exports::radapp::policy as v0_3_exports;
+use v0_4::exports::radapp::policy as v0_4_exports;
 
 struct Indices<M, T, R> {
     metadata: M,
     template: Option<T>,
     resource: Option<R>,
+}
+
+/// A 0.4 guest decides for a kind alone (`P`) or as a layer (`L`).
+enum Role<P, L> {
+    Policy(P),
+    Layer(L),
+}
+
+impl<P, L> Role<P, L> {
+    fn new(
+        layer: bool,
+        policy: impl FnOnce() -> wasmtime::Result<P>,
+        over: impl FnOnce() -> wasmtime::Result<L>,
+    ) -> wasmtime::Result<Self> {
+        Ok(if layer {
+            Role::Layer(over()?)
+        } else {
+            Role::Policy(policy()?)
+        })
+    }
 }
 
 /// Look up one contract version's exports.
@@ -423,6 +497,33 @@ macro_rules! indices {
 impl Exports {
     fn new(pre: &InstancePre<SandboxState>, worlds: Worlds) -> wasmtime::Result<Self> {
         Ok(match worlds.contract {
+            Contract::V0_4 => {
+                use v0_4_exports::{
+                    resource_layer, resource_policy, template_layer, template_policy,
+                };
+                let layer = worlds.layer;
+                Exports::V0_4(Indices {
+                    metadata: v0_4_exports::metadata::GuestIndices::new(pre)?,
+                    template: if worlds.template {
+                        Some(Role::new(
+                            layer,
+                            || template_policy::GuestIndices::new(pre),
+                            || template_layer::GuestIndices::new(pre),
+                        )?)
+                    } else {
+                        None
+                    },
+                    resource: if worlds.resource {
+                        Some(Role::new(
+                            layer,
+                            || resource_policy::GuestIndices::new(pre),
+                            || resource_layer::GuestIndices::new(pre),
+                        )?)
+                    } else {
+                        None
+                    },
+                })
+            }
             Contract::V0_3 => Exports::V0_3(indices!(v0_3_exports, pre, worlds)),
             Contract::V0_2 => Exports::V0_2(indices!(v0_2_exports, pre, worlds)),
             Contract::V0_1 => Exports::V0_1(indices!(v0_1_exports, pre, worlds)),
@@ -456,12 +557,44 @@ impl LoadedPolicy {
         self.limits
     }
 
+    /// Whether it is a layer, deciding over the plan of [`Self::base`].
+    pub fn is_layer(&self) -> bool {
+        self.inner.worlds.layer
+    }
+
+    /// The policy a layer decides over; `None` for a policy that decides
+    /// alone.
+    pub fn base(&self) -> Option<&LoadedPolicy> {
+        self.base.as_deref()
+    }
+
+    /// This layer over `base` instead of the base it has. A policy that
+    /// decides alone has no base and is returned unchanged.
+    pub fn on_base(&self, base: LoadedPolicy) -> LoadedPolicy {
+        LoadedPolicy {
+            base: self.is_layer().then(|| Box::new(base)),
+            ..self.clone()
+        }
+    }
+
+    /// `name@version` of every policy of the stack, top first.
+    pub fn stack(&self) -> Vec<String> {
+        let mut names = vec![self.display_name()];
+        let mut below = self.base();
+        while let Some(policy) = below {
+            names.push(policy.display_name());
+            below = policy.base();
+        }
+        names
+    }
+
     /// The same policy with its own limits for each decision, each at most
     /// the engine's (which are caps: a larger value is lowered to the cap).
     pub fn with_limits(&self, fuel: Option<u64>, memory_bytes: Option<usize>) -> LoadedPolicy {
         let caps = self.inner.engine.limits();
         LoadedPolicy {
             inner: self.inner.clone(),
+            base: self.base.clone(),
             limits: DecisionLimits {
                 fuel: fuel.map_or(caps.fuel, |f| f.min(caps.fuel)),
                 memory_bytes: memory_bytes.map_or(caps.memory_bytes, |m| m.min(caps.memory_bytes)),
@@ -469,11 +602,16 @@ impl LoadedPolicy {
         }
     }
 
-    /// The same policy with at most `fuel` for each decision; never more
-    /// than its own budget, and the same memory cap.
+    /// The same policy with at most `fuel` for each decision of each
+    /// policy of its stack; never more than their own budgets, and the same
+    /// memory caps.
     pub fn with_fuel(&self, fuel: u64) -> LoadedPolicy {
         LoadedPolicy {
             inner: self.inner.clone(),
+            base: self
+                .base
+                .as_ref()
+                .map(|base| Box::new(base.with_fuel(fuel))),
             limits: DecisionLimits {
                 fuel: fuel.min(self.limits.fuel),
                 ..self.limits
@@ -481,11 +619,12 @@ impl LoadedPolicy {
         }
     }
 
-    /// Whether the guest imports any WASI interface. One that imports none
-    /// can make no host call that blocks (WASI's synchronous calls wait on
-    /// the async runtime), so it may decide on an async worker.
+    /// Whether the guest, or a policy below it, imports any WASI
+    /// interface. One that imports none can make no host call that blocks
+    /// (WASI's synchronous calls wait on the async runtime), so it may
+    /// decide on an async worker.
     pub fn uses_wasi(&self) -> bool {
-        self.inner.uses_wasi
+        self.inner.uses_wasi || self.base().is_some_and(LoadedPolicy::uses_wasi)
     }
 
     /// `name@version`, as shown in status and logs.
@@ -509,6 +648,7 @@ impl LoadedPolicy {
             }};
         }
         match &self.inner.exports {
+            Exports::V0_4(indices) => describe!(indices, v0_4),
             Exports::V0_3(indices) => describe!(indices, v0_3),
             Exports::V0_2(indices) => describe!(indices, v0_2),
             Exports::V0_1(indices) => describe!(indices, v0_1),
@@ -522,10 +662,7 @@ impl LoadedPolicy {
     ) -> Result<Decision<model::TemplatePlan>, DecisionError> {
         macro_rules! decide {
             ($indices:expr, $convert:ident) => {{
-                let indices = $indices
-                    .template
-                    .as_ref()
-                    .ok_or_else(|| self.unsupported("DeploymentTemplate"))?;
+                let indices = $indices.ok_or_else(|| self.unsupported("DeploymentTemplate"))?;
                 let input = convert::$convert::template_observation_to_wit(observation.clone());
                 let (result, state) = self.run(|store, instance| {
                     let guest = indices.load(&mut *store, instance)?;
@@ -540,9 +677,37 @@ impl LoadedPolicy {
             }};
         }
         match &self.inner.exports {
-            Exports::V0_3(indices) => decide!(indices, v0_3),
-            Exports::V0_2(indices) => decide!(indices, v0_2),
-            Exports::V0_1(indices) => decide!(indices, v0_1),
+            Exports::V0_4(indices) => match &indices.template {
+                Some(Role::Policy(indices)) => {
+                    decide!(Some(indices), v0_4)
+                }
+                Some(Role::Layer(indices)) => {
+                    let base = self.base_decision(
+                        |base| base.decide_template(observation),
+                        "DeploymentTemplate",
+                    )?;
+                    let input = convert::v0_4::template_observation_to_wit(observation.clone());
+                    let below = convert::v0_4::template_plan_to_wit(base.plan.clone());
+                    let (result, state) = self.run(|store, instance| {
+                        let guest = indices.load(&mut *store, instance)?;
+                        guest.call_decide(&mut *store, &input, &below)
+                    })?;
+                    let top = self.finish(
+                        result
+                            .map(convert::v0_4::template_plan_from_wit)
+                            .map_err(convert::v0_4::policy_error_from_wit),
+                        state,
+                    );
+                    self.stack_on(base, top)
+                }
+                None => self.base_decision(
+                    |base| base.decide_template(observation),
+                    "DeploymentTemplate",
+                ),
+            },
+            Exports::V0_3(indices) => decide!(indices.template.as_ref(), v0_3),
+            Exports::V0_2(indices) => decide!(indices.template.as_ref(), v0_2),
+            Exports::V0_1(indices) => decide!(indices.template.as_ref(), v0_1),
         }
     }
 
@@ -553,10 +718,7 @@ impl LoadedPolicy {
     ) -> Result<Decision<model::ResourcePlan>, DecisionError> {
         macro_rules! decide {
             ($indices:expr, $convert:ident) => {{
-                let indices = $indices
-                    .resource
-                    .as_ref()
-                    .ok_or_else(|| self.unsupported("DeploymentResource"))?;
+                let indices = $indices.ok_or_else(|| self.unsupported("DeploymentResource"))?;
                 let input = convert::$convert::resource_observation_to_wit(observation.clone());
                 let (result, state) = self.run(|store, instance| {
                     let guest = indices.load(&mut *store, instance)?;
@@ -571,10 +733,79 @@ impl LoadedPolicy {
             }};
         }
         match &self.inner.exports {
-            Exports::V0_3(indices) => decide!(indices, v0_3),
-            Exports::V0_2(indices) => decide!(indices, v0_2),
-            Exports::V0_1(indices) => decide!(indices, v0_1),
+            Exports::V0_4(indices) => match &indices.resource {
+                Some(Role::Policy(indices)) => {
+                    decide!(Some(indices), v0_4)
+                }
+                Some(Role::Layer(indices)) => {
+                    let base = self.base_decision(
+                        |base| base.decide_resource(observation),
+                        "DeploymentResource",
+                    )?;
+                    let input = convert::v0_4::resource_observation_to_wit(observation.clone());
+                    let below = convert::v0_4::resource_plan_to_wit(base.plan.clone());
+                    let (result, state) = self.run(|store, instance| {
+                        let guest = indices.load(&mut *store, instance)?;
+                        guest.call_decide(&mut *store, &input, &below)
+                    })?;
+                    let top = self.finish(
+                        result
+                            .map(convert::v0_4::resource_plan_from_wit)
+                            .map_err(convert::v0_4::policy_error_from_wit),
+                        state,
+                    );
+                    self.stack_on(base, top)
+                }
+                None => self.base_decision(
+                    |base| base.decide_resource(observation),
+                    "DeploymentResource",
+                ),
+            },
+            Exports::V0_3(indices) => decide!(indices.resource.as_ref(), v0_3),
+            Exports::V0_2(indices) => decide!(indices.resource.as_ref(), v0_2),
+            Exports::V0_1(indices) => decide!(indices.resource.as_ref(), v0_1),
         }
+    }
+
+    /// The decision of the policy below this layer. A layer that does not
+    /// decide for a kind leaves it to its base; a policy that decides alone
+    /// has none, and does not decide for kinds it does not export.
+    fn base_decision<P>(
+        &self,
+        decide: impl FnOnce(&LoadedPolicy) -> Result<Decision<P>, DecisionError>,
+        kind: &'static str,
+    ) -> Result<Decision<P>, DecisionError> {
+        match self.base() {
+            Some(base) => decide(base),
+            None => Err(self.unsupported(kind)),
+        }
+    }
+
+    /// A layer's own decision on top of its base's: the base's plan goes
+    /// below, logs and fuel add up.
+    fn stack_on<P>(
+        &self,
+        base: Decision<P>,
+        top: Result<Decision<P>, DecisionError>,
+    ) -> Result<Decision<P>, DecisionError> {
+        let top = top?;
+        let mut below = base.below;
+        below.push(LayerPlan {
+            policy: self
+                .base()
+                .map(LoadedPolicy::display_name)
+                .unwrap_or_default(),
+            plan: base.plan,
+        });
+        let mut logs = base.logs;
+        logs.extend(top.logs);
+        Ok(Decision {
+            plan: top.plan,
+            logs,
+            dropped_logs: base.dropped_logs + top.dropped_logs,
+            fuel_used: base.fuel_used + top.fuel_used,
+            below,
+        })
     }
 
     /// Decide for an observation of either kind.
@@ -675,6 +906,7 @@ impl LoadedPolicy {
                 logs: state.logs,
                 dropped_logs: state.dropped_logs,
                 fuel_used: state.fuel_used,
+                below: Vec::new(),
             }),
             Err(error) => Err(DecisionError::Policy {
                 policy: self.display_name(),

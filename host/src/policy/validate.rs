@@ -10,12 +10,14 @@ use wasmtime::component::Component;
 /// The contract package.
 pub const PACKAGE: &str = "radapp:policy";
 /// The contract version guests are built against today (`wit/policy.wit`).
-pub const VERSION: &str = "0.3.0";
+pub const VERSION: &str = "0.4.0";
 
 /// A contract version this host loads guests of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contract {
-    /// `wit/policy.wit`.
+    /// `wit/policy.wit`: policies and layers.
+    V0_4,
+    /// `wit/v0.3/policy.wit`.
     V0_3,
     /// `wit/v0.2/policy.wit`: older guests keep working.
     V0_2,
@@ -25,10 +27,16 @@ pub enum Contract {
 
 impl Contract {
     /// Every version loaded, newest first.
-    pub const ALL: [Contract; 3] = [Contract::V0_3, Contract::V0_2, Contract::V0_1];
+    pub const ALL: [Contract; 4] = [
+        Contract::V0_4,
+        Contract::V0_3,
+        Contract::V0_2,
+        Contract::V0_1,
+    ];
 
     pub fn version(self) -> &'static str {
         match self {
+            Contract::V0_4 => "0.4.0",
             Contract::V0_3 => "0.3.0",
             Contract::V0_2 => "0.2.0",
             Contract::V0_1 => "0.1.0",
@@ -51,8 +59,11 @@ fn supported() -> String {
 const METADATA: &str = "metadata";
 const TEMPLATE_POLICY: &str = "template-policy";
 const RESOURCE_POLICY: &str = "resource-policy";
-/// Interfaces of our package that a guest may import.
-const IMPORTABLE: &[&str] = &["log", "types"];
+const TEMPLATE_LAYER: &str = "template-layer";
+const RESOURCE_LAYER: &str = "resource-layer";
+/// Interfaces of our package that a guest may import (the type-only ones
+/// come along with the interfaces that use them).
+const IMPORTABLE: &[&str] = &["log", "types", "template-types", "resource-types"];
 
 /// Why a policy could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -94,8 +105,14 @@ pub enum LoadError {
 /// Which parts of the contract a guest implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Worlds {
+    /// It decides for `DeploymentTemplate`s (alone, or as a layer).
     pub template: bool,
+    /// It decides for `DeploymentResource`s (alone, or as a layer).
     pub resource: bool,
+    /// It is a layer: each kind it decides for, it decides over the plan of
+    /// a base policy (contract 0.4 on). A guest is a policy or a layer, not
+    /// both.
+    pub layer: bool,
     /// The contract version the guest was built against.
     pub contract: Contract,
 }
@@ -103,10 +120,15 @@ pub struct Worlds {
 impl fmt::Display for Worlds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let version = self.contract.version();
+        let (both, template, resource) = if self.layer {
+            ("layer", "template-layer-guest", "resource-layer-guest")
+        } else {
+            ("policy", "template-policy-guest", "resource-policy-guest")
+        };
         match (self.template, self.resource) {
-            (true, true) => write!(f, "world {PACKAGE}/policy@{version}"),
-            (true, false) => write!(f, "world {PACKAGE}/template-policy-guest@{version}"),
-            (false, true) => write!(f, "world {PACKAGE}/resource-policy-guest@{version}"),
+            (true, true) => write!(f, "world {PACKAGE}/{both}@{version}"),
+            (true, false) => write!(f, "world {PACKAGE}/{template}@{version}"),
+            (false, true) => write!(f, "world {PACKAGE}/{resource}@{version}"),
             (false, false) => write!(f, "no world of {PACKAGE}@{version}"),
         }
     }
@@ -160,13 +182,16 @@ fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadEr
                 .iter()
                 .any(|name| name == &qualified(METADATA, contract.version()))
         })
-        .unwrap_or(Contract::V0_3);
+        .unwrap_or(Contract::V0_4);
     let version = contract.version();
     let qualified = |interface: &str| qualified(interface, version);
     let has = |interface: &str| exports.iter().any(|name| name == &qualified(interface));
+    let policy = has(TEMPLATE_POLICY) || has(RESOURCE_POLICY);
+    let layer = has(TEMPLATE_LAYER) || has(RESOURCE_LAYER);
     let worlds = Worlds {
-        template: has(TEMPLATE_POLICY),
-        resource: has(RESOURCE_POLICY),
+        template: has(TEMPLATE_POLICY) || has(TEMPLATE_LAYER),
+        resource: has(RESOURCE_POLICY) || has(RESOURCE_LAYER),
+        layer,
         contract,
     };
 
@@ -188,6 +213,22 @@ fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadEr
             qualified(METADATA)
         )));
     }
+    if policy && layer {
+        let found: Vec<String> = [
+            TEMPLATE_POLICY,
+            RESOURCE_POLICY,
+            TEMPLATE_LAYER,
+            RESOURCE_LAYER,
+        ]
+        .into_iter()
+        .filter(|interface| has(interface))
+        .map(qualified)
+        .collect();
+        return Err(wrong_world(format!(
+            "exports {}: a guest is a policy (world policy) or a layer (world layer), not both",
+            found.join(" and ")
+        )));
+    }
     if !has(METADATA) || !(worlds.template || worlds.resource) {
         let mut missing = Vec::new();
         if !has(METADATA) {
@@ -195,9 +236,11 @@ fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadEr
         }
         if !(worlds.template || worlds.resource) {
             missing.push(format!(
-                "{} or {}",
+                "{} or {} (a policy), or {} or {} (a layer)",
                 qualified(TEMPLATE_POLICY),
-                qualified(RESOURCE_POLICY)
+                qualified(RESOURCE_POLICY),
+                qualified(TEMPLATE_LAYER),
+                qualified(RESOURCE_LAYER)
             ));
         }
         let mut detail = format!("does not export {}", missing.join(", and "));
@@ -292,6 +335,7 @@ mod tests {
             Worlds {
                 template: true,
                 resource: true,
+                layer: false,
                 contract: Contract::V0_1,
             }
         );
@@ -320,21 +364,55 @@ mod tests {
     }
 
     #[test]
-    fn a_guest_built_against_another_contract_version_is_told_so() {
-        let newer = names(&[
+    fn layers_are_told_from_policies_and_never_both() {
+        let layer = names(&[
+            "radapp:policy/metadata@0.4.0",
+            "radapp:policy/template-layer@0.4.0",
+            "radapp:policy/resource-layer@0.4.0",
+        ]);
+        let worlds = check_exports("l.wasm", &layer).expect("a layer");
+        assert!(worlds.layer && worlds.template && worlds.resource);
+        assert_eq!(worlds.to_string(), "world radapp:policy/layer@0.4.0");
+        let template_layer = names(&[
+            "radapp:policy/metadata@0.4.0",
+            "radapp:policy/template-layer@0.4.0",
+        ]);
+        let worlds = check_exports("l.wasm", &template_layer).expect("a template layer");
+        assert_eq!(
+            worlds.to_string(),
+            "world radapp:policy/template-layer-guest@0.4.0"
+        );
+        let both = names(&[
             "radapp:policy/metadata@0.4.0",
             "radapp:policy/template-policy@0.4.0",
+            "radapp:policy/resource-layer@0.4.0",
         ]);
-        let error = check_exports("new.wasm", &newer).expect_err("0.4.0 is not loaded");
+        let error = check_exports("both.wasm", &both).expect_err("policy or layer");
+        assert!(
+            error.to_string().contains("not both")
+                && error
+                    .to_string()
+                    .contains("radapp:policy/resource-layer@0.4.0"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_guest_built_against_another_contract_version_is_told_so() {
+        let newer = names(&[
+            "radapp:policy/metadata@0.5.0",
+            "radapp:policy/template-policy@0.5.0",
+        ]);
+        let error = check_exports("new.wasm", &newer).expect_err("0.5.0 is not loaded");
         let message = error.to_string();
         assert!(message.contains("new.wasm"), "{message}");
         assert!(
-            message.contains("radapp:policy/template-policy@0.4.0"),
+            message.contains("radapp:policy/template-policy@0.5.0"),
             "{message}"
         );
         assert!(
             message.contains(
-                "this host implements radapp:policy@0.3.0, radapp:policy@0.2.0 and radapp:policy@0.1.0"
+                "this host implements radapp:policy@0.4.0, radapp:policy@0.3.0, radapp:policy@0.2.0 and radapp:policy@0.1.0"
             ),
             "{message}"
         );
@@ -351,12 +429,12 @@ mod tests {
 
     #[test]
     fn a_guest_without_describe_is_told_what_is_missing() {
-        let error = check_exports("p.wasm", &names(&["radapp:policy/template-policy@0.3.0"]))
+        let error = check_exports("p.wasm", &names(&["radapp:policy/template-policy@0.4.0"]))
             .expect_err("metadata is required");
         assert!(
             error
                 .to_string()
-                .contains("does not export radapp:policy/metadata@0.3.0"),
+                .contains("does not export radapp:policy/metadata@0.4.0"),
             "{error}"
         );
     }
