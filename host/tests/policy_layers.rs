@@ -194,3 +194,26 @@ fn a_guest_built_against_contract_0_3_decides_every_default_case_the_same() {
     let passed = passes_cases(&old, &repository().join("guests/default-policy/cases"));
     assert!(passed >= 100, "{passed} cases");
 }
+
+#[test]
+fn a_decision_record_of_a_layer_holds_the_plan_below_it() {
+    use radwasm::policy::records::{DecisionRecord, Role};
+    let engine = engine();
+    let layer = team_label(&engine);
+    let observation = template(&[("team", "payments")]);
+    let result = layer.decide_template(&observation);
+    let record = DecisionRecord::new(
+        &layer,
+        Role::Enforce,
+        &observation,
+        &result,
+        std::time::Duration::from_micros(10),
+    );
+    assert_eq!(record.below.len(), 1);
+    assert!(record.below[0].policy.starts_with("default@"));
+    assert_eq!(Some(&record.below[0].plan), record.plan.as_ref());
+    let line = serde_json::to_string(&record).expect("json");
+    assert!(line.contains("\"below\":[{\"policy\":\"default@"), "{line}");
+    let back: DecisionRecord = serde_json::from_str(&line).expect("reads back");
+    assert_eq!(back, record);
+}

@@ -179,11 +179,24 @@ pub struct DecisionRecord {
     pub plan: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RecordedError>,
+    /// For a layer that decided: the plan of every policy below it, bottom
+    /// first (the built-in default, or its `ReconcilePolicy` base, first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub below: Vec<RecordedLayer>,
     /// Time to instantiate the guest and decide, in microseconds.
     pub duration_us: u64,
     /// Fuel the decision used (0 when it failed before reporting any).
     pub fuel: u64,
     pub outcome: Outcome,
+}
+
+/// The plan one policy under a layer decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedLayer {
+    /// `name@version` of that policy.
+    pub policy: String,
+    /// Its plan's actions, as in `plan`.
+    pub plan: Vec<Value>,
 }
 
 /// An observation a record can be made of.
@@ -300,6 +313,17 @@ impl DecisionRecord {
         O: RecordedObservation + ?Sized,
         P: RecordedPlan,
     {
+        let below = match result {
+            Ok(decision) => decision
+                .below
+                .iter()
+                .map(|layer| RecordedLayer {
+                    policy: layer.policy.clone(),
+                    plan: layer.plan.actions_json(),
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
         let (plan, error, fuel, outcome) = match result {
             Ok(decision) => (
                 Some(decision.plan.actions_json()),
@@ -324,6 +348,7 @@ impl DecisionRecord {
             observation: observation.to_observation(),
             plan,
             error,
+            below,
             duration_us: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
             fuel,
             outcome,
@@ -989,6 +1014,7 @@ mod tests {
                 serde_json::json!({"requeueAfter": 200}),
             ]),
             error: None,
+            below: Vec::new(),
             duration_us: 42,
             fuel: 1000,
             outcome: Outcome::Ok,

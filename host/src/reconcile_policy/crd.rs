@@ -73,6 +73,11 @@ pub struct ReconcilePolicySpec {
     /// before a version of the module decides anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cases: Option<CasesSource>,
+    /// For a module that is a layer (world `layer`): the `ReconcilePolicy`
+    /// whose plans it amends. Absent: the built-in default policy. A
+    /// module that decides alone (world `policy`) takes no base.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }
 
 /// Where a policy component comes from.
@@ -163,7 +168,8 @@ pub struct ReconcilePolicyStatus {
     pub observed_generation: Option<i64>,
     /// `Ready`: a version of the module is loaded and deciding. Its reason
     /// says why not: `InvalidSpec`, `FetchFailed`, `DigestMismatch`,
-    /// `LoadFailed`, `WorldMismatch`, `CasesFailed`.
+    /// `LoadFailed`, `WorldMismatch`, `CasesFailed`, `BaseNotFound`,
+    /// `BaseNotReady`, `BaseCycle`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The loaded policy's own name (from its `describe`).
@@ -175,7 +181,8 @@ pub struct ReconcilePolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
     /// The worlds the loaded component implements (`template-policy`,
-    /// `resource-policy`) and its contract version.
+    /// `resource-policy`; for a layer `template-layer`, `resource-layer`)
+    /// and its contract version.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub worlds: Vec<String>,
     /// Decisions taken by this policy since the controller started.

@@ -198,7 +198,10 @@ async fn reconcile(
                 )
                 .await;
             }
-            let retry = (problem.reason == "FetchFailed").then(|| fetch_backoff(&loader, &name));
+            // A fetch may work later, and a base may be created or become
+            // Ready: both are looked at again, paced by the same backoff.
+            let retry = (problem.reason == "FetchFailed" || problem.reason.starts_with("Base"))
+                .then(|| fetch_backoff(&loader, &name));
             loader.registry.refuse(&name, problem);
             retry
         }
@@ -267,10 +270,11 @@ async fn candidate(policy: &ReconcilePolicy, loader: &Loader) -> Result<Candidat
     let cases = fetch_cases(spec, loader).await?;
     let limits = spec.limits.unwrap_or_default();
     let identity = format!(
-        "{digest} fuel={:?} memory={:?} cases={}",
+        "{digest} fuel={:?} memory={:?} cases={} base={:?}",
         limits.fuel,
         limits.memory_bytes,
-        cases_fingerprint(&cases)
+        cases_fingerprint(&cases),
+        spec.base
     );
     if let Some(entry) = loader.registry.get(&policy.name_any())
         && entry
@@ -282,6 +286,8 @@ async fn candidate(policy: &ReconcilePolicy, loader: &Loader) -> Result<Candidat
         return Ok(Candidate::Unchanged);
     }
     let engine = loader.engine.clone();
+    let registry = loader.registry.clone();
+    let (name, base) = (policy.name_any(), spec.base.clone());
     let loaded = tokio::task::spawn_blocking(move || -> Result<LoadedPolicy, Problem> {
         let loaded = engine
             .load_bytes(&source_name, &bytes)
@@ -292,7 +298,23 @@ async fn candidate(policy: &ReconcilePolicy, loader: &Loader) -> Result<Candidat
                 .memory_bytes
                 .map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
         );
-        run_cases(&loaded, &cases)?;
+        // The cases run over the stack the layer decides over now; the
+        // registry puts the stack together again at every selection.
+        let stack = match (&base, loaded.is_layer()) {
+            (Some(base), false) => {
+                return Err(problem(
+                    "InvalidSpec",
+                    format!(
+                        "spec.base names {base:?}, but {} is a policy that decides alone ({}); only a layer (world layer) decides over a base",
+                        loaded.display_name(),
+                        loaded.worlds()
+                    ),
+                ));
+            }
+            (Some(base), true) => loaded.on_base(registry.base_stack(&name, base)?),
+            (None, _) => loaded.clone(),
+        };
+        run_cases(&stack, &cases)?;
         Ok(loaded)
     })
     .await
@@ -604,12 +626,13 @@ async fn write_status(loader: &Loader, policy: &ReconcilePolicy) -> Result<(), L
         Some(active) => {
             let description = active.policy.description();
             let worlds = active.policy.worlds();
+            let role = if worlds.layer { "layer" } else { "policy" };
             let mut names = Vec::new();
             if worlds.template {
-                names.push(format!("template-policy@{}", worlds.contract.version()));
+                names.push(format!("template-{role}@{}", worlds.contract.version()));
             }
             if worlds.resource {
-                names.push(format!("resource-policy@{}", worlds.contract.version()));
+                names.push(format!("resource-{role}@{}", worlds.contract.version()));
             }
             (
                 Some(description.name.clone()),

@@ -11,6 +11,12 @@
 //!    sorts first);
 //! 3. else the controller's `--policy`.
 //!
+//! A chosen policy whose module is a layer decides over its `spec.base`
+//! (another `ReconcilePolicy`, itself possibly a layer) or, without one,
+//! over the built-in default policy. The stack is put together at each
+//! selection from the versions loaded then, so a new version of a base
+//! takes effect for every layer above it at once.
+//!
 //! A policy chosen by 1 or 2 that has no loaded version yet makes the object
 //! wait while its first version loads, and fails it (naming the policies
 //! that are Ready) once that load was refused: nothing reaches Radius. A
@@ -48,6 +54,7 @@ pub struct Active {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// `InvalidSpec`, `FetchFailed`, `DigestMismatch`, `LoadFailed`,
+    /// `BaseNotFound`, `BaseNotReady`, `BaseCycle`,
     /// `WorldMismatch`, `CasesFailed`.
     pub reason: &'static str,
     pub message: String,
@@ -68,6 +75,9 @@ pub struct Entry {
     /// The selectors do not parse: the policy matches nothing.
     pub invalid_selector: Option<String>,
     pub active: Option<Active>,
+    /// `spec.base`: the policy a layer decides over (`None`: the built-in
+    /// default).
+    pub base: Option<String>,
     /// The latest candidate's refusal; cleared when a candidate loads.
     pub problem: Option<Problem>,
     pub counters: Arc<Counters>,
@@ -221,6 +231,7 @@ impl PolicyRegistry {
             object_selector: object_selector.ok().flatten(),
             invalid_selector,
             active: previous.as_ref().and_then(|p| p.active.clone()),
+            base: spec.base.clone(),
             problem: previous.as_ref().and_then(|p| p.problem.clone()),
             counters: previous.map(|p| p.counters).unwrap_or_default(),
         };
@@ -301,19 +312,34 @@ impl PolicyRegistry {
                 .filter_map(|e| {
                     Some(Shadow {
                         name: e.name.clone(),
-                        policy: e.active.as_ref()?.policy.clone(),
+                        policy: stacked(&entries, e).ok()?,
                         counters: e.counters.clone(),
                     })
                 })
                 .collect()
         };
         let chosen = |entry: &Entry, how: &str| match (&entry.active, &entry.problem) {
-            (Some(active), _) => Selection::Decide(Chosen {
-                policy: active.policy.clone(),
-                reconcile_policy: Some(entry.name.clone()),
-                counters: Some(entry.counters.clone()),
-                shadows: shadows(Some(&entry.name)),
-            }),
+            (Some(_), _) => match stacked(&entries, entry) {
+                Ok(policy) => Selection::Decide(Chosen {
+                    policy,
+                    reconcile_policy: Some(entry.name.clone()),
+                    counters: Some(entry.counters.clone()),
+                    shadows: shadows(Some(&entry.name)),
+                }),
+                Err(problem) if problem.reason == "BaseNotReady" && !problem.refused => {
+                    Selection::Wait(format!(
+                        "ReconcilePolicy {} ({how}): {}",
+                        entry.name, problem.message
+                    ))
+                }
+                Err(problem) => Selection::Refuse(format!(
+                    "ReconcilePolicy {} ({how}) cannot decide ({}: {}); Ready policies: {}",
+                    entry.name,
+                    problem.reason,
+                    problem.message,
+                    ready_names(&entries)
+                )),
+            },
             (None, None) => Selection::Wait(format!(
                 "ReconcilePolicy {} ({how}) is loading its first version",
                 entry.name
@@ -355,12 +381,102 @@ impl PolicyRegistry {
         }
     }
 
+    /// The stack a layer named `name` would decide over if its base were
+    /// `base`, from the versions loaded now: the loader runs a candidate's
+    /// cases over it.
+    pub fn base_stack(&self, name: &str, base: &str) -> Result<LoadedPolicy, Problem> {
+        let entries = self.read();
+        resolve_base(&entries, &mut vec![name.to_string()], base).map_err(BaseProblem::into_problem)
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Entry>> {
         self.entries.read().unwrap_or_else(|p| p.into_inner())
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Entry>> {
         self.entries.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Why a layer's base cannot be put under it.
+struct BaseProblem {
+    reason: &'static str,
+    message: String,
+    /// The base was refused (not just loading its first version).
+    refused: bool,
+}
+
+impl BaseProblem {
+    fn into_problem(self) -> Problem {
+        Problem {
+            reason: self.reason,
+            message: self.message,
+        }
+    }
+}
+
+/// An entry's loaded version over its base (for a layer), down to a policy
+/// that decides alone.
+fn stacked(entries: &BTreeMap<String, Entry>, entry: &Entry) -> Result<LoadedPolicy, BaseProblem> {
+    let Some(active) = &entry.active else {
+        return Err(BaseProblem {
+            reason: "BaseNotReady",
+            message: format!("ReconcilePolicy {} has no loaded version", entry.name),
+            refused: entry.problem.is_some(),
+        });
+    };
+    match (&entry.base, active.policy.is_layer()) {
+        (Some(base), true) => {
+            let below = resolve_base(entries, &mut vec![entry.name.clone()], base)?;
+            Ok(active.policy.on_base(below))
+        }
+        // A layer without spec.base keeps the built-in default it was
+        // loaded over; a policy that decides alone has no base (the loader
+        // refuses one with spec.base).
+        _ => Ok(active.policy.clone()),
+    }
+}
+
+/// The stack under a layer: ReconcilePolicy `base`, over its own base, and
+/// so on. `path` holds the layers above it, to tell a cycle.
+fn resolve_base(
+    entries: &BTreeMap<String, Entry>,
+    path: &mut Vec<String>,
+    base: &str,
+) -> Result<LoadedPolicy, BaseProblem> {
+    if path.iter().any(|name| name == base) {
+        path.push(base.to_string());
+        return Err(BaseProblem {
+            reason: "BaseCycle",
+            message: format!("spec.base leads back to itself: {}", path.join(" -> ")),
+            refused: true,
+        });
+    }
+    let Some(entry) = entries.get(base) else {
+        return Err(BaseProblem {
+            reason: "BaseNotFound",
+            message: format!("spec.base names ReconcilePolicy {base:?}, which does not exist"),
+            refused: true,
+        });
+    };
+    let Some(active) = &entry.active else {
+        let why = match &entry.problem {
+            Some(problem) => format!("is not Ready ({}: {})", problem.reason, problem.message),
+            None => "is loading its first version".to_string(),
+        };
+        return Err(BaseProblem {
+            reason: "BaseNotReady",
+            message: format!("its base, ReconcilePolicy {base}, {why}"),
+            refused: entry.problem.is_some(),
+        });
+    };
+    match (&entry.base, active.policy.is_layer()) {
+        (Some(below), true) => {
+            path.push(base.to_string());
+            let under = resolve_base(entries, path, below)?;
+            Ok(active.policy.on_base(under))
+        }
+        _ => Ok(active.policy.clone()),
     }
 }
 
@@ -412,6 +528,104 @@ mod tests {
             "spec": spec,
         }))
         .expect("policy")
+    }
+
+    /// Add a policy whose loaded version is the Rust team-label layer.
+    fn layer(registry: &PolicyRegistry, name: &str, spec: serde_json::Value) {
+        registry.upsert(&object(name, spec));
+        let engine = PolicyEngine::new(Limits {
+            concurrent_decisions: 2,
+            ..Limits::default()
+        })
+        .expect("engine");
+        let path = std::path::Path::new(env!("RADWASM_GUEST_DIR")).join("team-label-layer.wasm");
+        let policy = engine.load_file(&path).expect("the layer loads");
+        registry.activate(
+            name,
+            Active {
+                policy,
+                identity: name.to_string(),
+            },
+        );
+    }
+
+    fn decided(selection: Selection) -> Chosen {
+        match selection {
+            Selection::Decide(chosen) => chosen,
+            Selection::Wait(why) => panic!("waits: {why}"),
+            Selection::Refuse(why) => panic!("refused: {why}"),
+        }
+    }
+
+    #[test]
+    fn a_layer_decides_over_its_base_policy_put_together_at_selection() {
+        let registry = registry();
+        loaded(&registry, "base", json!({"priority": 0}));
+        layer(&registry, "top", json!({"priority": 5, "base": "base"}));
+        let labels = BTreeMap::new();
+        let annotations = BTreeMap::new();
+        let subject = Subject {
+            labels: &labels,
+            annotations: &annotations,
+            namespace_labels: None,
+        };
+        let chosen = decided(registry.select(&subject));
+        assert_eq!(chosen.reconcile_policy.as_deref(), Some("top"));
+        let stack = chosen.policy.stack();
+        assert_eq!(stack.len(), 2, "{stack:?}");
+        assert!(stack[1].starts_with("default"), "{stack:?}");
+        // Layered over another layer: three deep.
+        layer(&registry, "middle", json!({"priority": 0, "base": "base"}));
+        layer(&registry, "top", json!({"priority": 5, "base": "middle"}));
+        assert_eq!(decided(registry.select(&subject)).policy.stack().len(), 3);
+        assert_eq!(
+            registry
+                .base_stack("other", "middle")
+                .expect("stack")
+                .stack()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn a_missing_base_or_a_cycle_refuses_with_the_reason() {
+        let registry = registry();
+        layer(&registry, "a", json!({"priority": 5, "base": "nowhere"}));
+        let labels = BTreeMap::new();
+        let annotations = BTreeMap::new();
+        let subject = Subject {
+            labels: &labels,
+            annotations: &annotations,
+            namespace_labels: None,
+        };
+        match registry.select(&subject) {
+            Selection::Refuse(why) => {
+                assert!(
+                    why.contains("BaseNotFound") && why.contains("nowhere"),
+                    "{why}"
+                )
+            }
+            _ => panic!("a missing base refuses"),
+        }
+        let problem = registry.base_stack("a", "nowhere").err().expect("missing");
+        assert_eq!(problem.reason, "BaseNotFound");
+
+        layer(&registry, "b", json!({"priority": 0, "base": "a"}));
+        layer(&registry, "a", json!({"priority": 5, "base": "b"}));
+        match registry.select(&subject) {
+            Selection::Refuse(why) => {
+                assert!(
+                    why.contains("BaseCycle") && why.contains("a -> b -> a"),
+                    "{why}"
+                )
+            }
+            _ => panic!("a cycle refuses"),
+        }
+        // A base still loading its first version makes the object wait.
+        registry.upsert(&object("c", json!({"priority": 0})));
+        layer(&registry, "a", json!({"priority": 5, "base": "c"}));
+        assert!(matches!(registry.select(&subject), Selection::Wait(_)));
     }
 
     /// Add a policy and give it a loaded version.
