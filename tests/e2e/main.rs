@@ -11,6 +11,7 @@ mod harness;
 mod helm;
 mod image;
 mod modules;
+mod layers;
 mod ownership;
 mod policies;
 mod radius_shape;

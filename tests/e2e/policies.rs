@@ -46,13 +46,13 @@ pub fn guest(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-fn policies(client: &Client) -> Api<ReconcilePolicy> {
+pub(crate) fn policies(client: &Client) -> Api<ReconcilePolicy> {
     Api::all(client.clone())
 }
 
 /// A policy named `{namespace}-{suffix}` for this scenario's namespace only,
 /// with the rest of its spec from `spec` (merged over the namespace selector).
-async fn create_policy(system: &System, suffix: &str, spec: Value) -> String {
+pub(crate) async fn create_policy(system: &System, suffix: &str, spec: Value) -> String {
     let name = format!("{}-{suffix}", system.namespace);
     let mut full = json!({
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": system.namespace}}
@@ -96,7 +96,7 @@ fn config_map_name(system: &System, name: &str) -> String {
 }
 
 /// Create or replace ConfigMap `name` holding `bytes` under `policy.wasm`.
-async fn put_module(system: &System, name: &str, bytes: Vec<u8>) {
+pub(crate) async fn put_module(system: &System, name: &str, bytes: Vec<u8>) {
     let name = &config_map_name(system, name);
     let object = ConfigMap {
         metadata: kube::api::ObjectMeta {
@@ -125,7 +125,7 @@ async fn put_module(system: &System, name: &str, bytes: Vec<u8>) {
     }
 }
 
-fn module_from(system: &System, config_map: &str) -> Value {
+pub(crate) fn module_from(system: &System, config_map: &str) -> Value {
     json!({"configMap": {"namespace": system.policy_namespace(),
         "name": config_map_name(system, config_map), "key": "policy.wasm"}})
 }
@@ -134,7 +134,7 @@ fn module_from(system: &System, config_map: &str) -> Value {
 /// a loaded one, also until this scenario's controller has loaded it (on
 /// the shared real cluster another scenario's controller may write the
 /// status first).
-async fn wait_policy(system: &System, name: &str, status: &str, reason: &str) -> ReconcilePolicy {
+pub(crate) async fn wait_policy(system: &System, name: &str, status: &str, reason: &str) -> ReconcilePolicy {
     let policy = eventually(
         &format!("ReconcilePolicy {name} Ready={status} ({reason})"),
         Duration::from_secs(60),
@@ -159,7 +159,7 @@ async fn wait_policy(system: &System, name: &str, status: &str, reason: &str) ->
     policy
 }
 
-fn labelled(name: &str, labels: &[(&str, &str)]) -> DeploymentTemplate {
+pub(crate) fn labelled(name: &str, labels: &[(&str, &str)]) -> DeploymentTemplate {
     let mut template = own_app_template(name);
     template.metadata.labels = Some(
         labels
@@ -181,7 +181,7 @@ fn annotated(name: &str, policy: &str) -> DeploymentTemplate {
 
 /// A label value unique to the scenario (its namespace's numbered prefix:
 /// label values are at most 63 characters).
-fn short(system: &System) -> String {
+pub(crate) fn short(system: &System) -> String {
     system
         .namespace
         .chars()
@@ -191,7 +191,7 @@ fn short(system: &System) -> String {
         .to_string()
 }
 
-fn decided_by(template: &DeploymentTemplate) -> Option<String> {
+pub(crate) fn decided_by(template: &DeploymentTemplate) -> Option<String> {
     template
         .status
         .as_ref()?
@@ -203,7 +203,7 @@ fn decided_by(template: &DeploymentTemplate) -> Option<String> {
 
 /// Wait until the template's status names `policy` (`None`: `--policy`)
 /// as the one that decided.
-async fn wait_decided_by(system: &System, name: &str, policy: Option<&str>) -> DeploymentTemplate {
+pub(crate) async fn wait_decided_by(system: &System, name: &str, policy: Option<&str>) -> DeploymentTemplate {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let template = system.templates().get(name).await.expect("get template");
@@ -224,7 +224,7 @@ async fn wait_decided_by(system: &System, name: &str, policy: Option<&str>) -> D
     }
 }
 
-fn deployments_of(system: &System, template: &str) -> u64 {
+pub(crate) fn deployments_of(system: &System, template: &str) -> u64 {
     system
         .radius()
         .stats()

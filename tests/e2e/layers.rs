@@ -1,0 +1,172 @@
+//! Layers (`docs/layers.md`) end to end through the real binary: the Rust
+//! one-rule layer (`guests/team-label-layer`: refuse templates without a
+//! `team` label, the default policy otherwise) pulled from a loopback OCI
+//! registry as a `Shadow` canary, then enforcing; and a layer over another
+//! `ReconcilePolicy` named by `spec.base`, refused while that base is
+//! missing and healed when it appears. Counts what reaches Radius.
+
+use std::time::Duration;
+
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use crate::harness::System;
+use crate::policies::{
+    create_policy, decided_by, delete_policies, deployments_of, guest, labelled, module_from,
+    policies, put_module, wait_decided_by, wait_policy,
+};
+use crate::realkube::eventually;
+
+/// The reason and message of the template's `Ready` condition.
+fn ready_condition(template: &radwasm::crd::DeploymentTemplate) -> (String, String) {
+    template
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| (c.reason.clone(), c.message.clone()))
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
+    let registry = crate::registry::Registry::start();
+    let pushed = radwasm::policy::source::oci::push(
+        &registry.reference("policies/team-label:v1"),
+        &guest("team-label-layer"),
+        &registry.options(),
+    )
+    .await
+    .expect("push the layer");
+    let system = System::start(&["--policy-insecure-registry", &registry.addr]).await;
+    let layer = create_policy(
+        &system,
+        "team-label",
+        json!({"module": {"oci": pushed.reference}, "mode": "Shadow"}),
+    )
+    .await;
+    let loaded = wait_policy(&system, &layer, "True", "Loaded").await;
+    let status = loaded.status.expect("status");
+    assert_eq!(status.name.as_deref(), Some("team-label-layer"));
+    assert!(
+        status.worlds.iter().any(|w| w == "template-layer@0.4.0"),
+        "{:?}",
+        status.worlds
+    );
+
+    // As a shadow it changes nothing: both templates are deployed by the
+    // controller's default policy; the layer's refusal of the unlabelled
+    // one is counted, its agreement on the labelled one too.
+    system
+        .create(&labelled("labelled", &[("team", "payments")]))
+        .await;
+    system.create(&labelled("unlabelled", &[])).await;
+    for name in ["labelled", "unlabelled"] {
+        let ready = system.wait_phase(name, "Ready").await;
+        assert_eq!(decided_by(&ready), None, "{name}: the default decided");
+        assert_eq!(deployments_of(&system, name), 1, "{name}");
+    }
+    let metrics = eventually(
+        "the layer's shadow decisions in the metrics",
+        Duration::from_secs(60),
+        || async {
+            let metrics = system.metrics().await;
+            let has = |outcome: &str| {
+                metrics.lines().any(|l| {
+                    l.starts_with("radwasm_shadow_decisions_total")
+                        && l.contains("kind=\"DeploymentTemplate\"")
+                        && l.contains(&format!("outcome=\"{outcome}\""))
+                        && l.contains(&format!("shadow=\"{layer}\""))
+                })
+            };
+            Ok((has("failed") && has("agreed")).then_some(metrics))
+        },
+    )
+    .await;
+    assert!(metrics.contains("radwasm_shadow_decisions_total"));
+
+    // Enforcing: a new unlabelled template is refused, nothing reaches
+    // Radius; labelled, it deploys once, with no spec change.
+    policies(&system.client)
+        .patch(
+            &layer,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"mode": "Enforce"}})),
+        )
+        .await
+        .expect("enforce");
+    wait_decided_by(&system, "labelled", Some(&layer)).await;
+    system.create(&labelled("refused", &[])).await;
+    let failed = system.wait_phase("refused", "Failed").await;
+    let (reason, message) = ready_condition(&failed);
+    assert_eq!(reason, "PolicyFailed", "{message}");
+    assert!(message.contains("MissingTeamLabel"), "{message}");
+    assert_eq!(deployments_of(&system, "refused"), 0, "nothing reached Radius");
+
+    let mut template = system.templates().get("refused").await.expect("get");
+    template
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("team".into(), "payments".into());
+    template.metadata.managed_fields = None;
+    system
+        .templates()
+        .replace("refused", &Default::default(), &template)
+        .await
+        .expect("label it");
+    let ready = system.wait_phase("refused", "Ready").await;
+    assert_eq!(ready.metadata.generation, Some(1), "no spec change");
+    assert_eq!(decided_by(&ready).as_deref(), Some(layer.as_str()));
+    assert_eq!(deployments_of(&system, "refused"), 1);
+    assert_eq!(deployments_of(&system, "labelled"), 1, "not deployed again");
+
+    // Deleting a labelled template goes through the default's deletion.
+    system
+        .templates()
+        .delete("refused", &Default::default())
+        .await
+        .expect("delete");
+    system.wait_gone("refused").await;
+    delete_policies(&system, &[&layer]).await;
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layer_waits_for_its_named_base_and_decides_over_it() {
+    let system = System::start(&[]).await;
+    put_module(&system, "team-label", guest("team-label-layer")).await;
+    let base = format!("{}-platform", system.namespace);
+    let layer = create_policy(
+        &system,
+        "team-label",
+        json!({"module": module_from(&system, "team-label"), "base": base}),
+    )
+    .await;
+    let refused = wait_policy(&system, &layer, "False", "BaseNotFound").await;
+    let error = refused.status.and_then(|s| s.last_error).unwrap_or_default();
+    assert!(error.contains(&base), "{error}");
+    system
+        .create(&labelled("app", &[("team", "payments")]))
+        .await;
+    let failed = system.wait_phase("app", "Failed").await;
+    assert_eq!(ready_condition(&failed).0, "PolicyNotReady");
+    assert_eq!(deployments_of(&system, "app"), 0);
+
+    // The base appears (selecting nothing itself): the layer is retried
+    // with backoff, loads over it, and the template deploys once.
+    let created = create_policy(
+        &system,
+        "platform",
+        json!({"module": {"builtin": "default"},
+               "objectSelector": {"matchLabels": {"nothing": "matches-this"}}}),
+    )
+    .await;
+    assert_eq!(created, base);
+    wait_policy(&system, &base, "True", "Loaded").await;
+    wait_policy(&system, &layer, "True", "Loaded").await;
+    let ready = system.wait_phase("app", "Ready").await;
+    assert_eq!(decided_by(&ready).as_deref(), Some(layer.as_str()));
+    assert_eq!(deployments_of(&system, "app"), 1);
+    delete_policies(&system, &[&layer, &base]).await;
+    system.shutdown().await;
+}
