@@ -148,6 +148,11 @@ fn check_and_test(dir: &Path, name: &str) {
     }
 }
 
+/// `text` with every run of whitespace made one space, as prose reads.
+fn words(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The version a manifest line `prefix<version>` pins.
 fn pinned<'a>(manifest: &'a str, prefix: &str) -> &'a str {
     manifest
@@ -166,7 +171,7 @@ fn a_python_layer_is_scaffolded_built_with_componentize_py_checked_and_tested() 
     let version = pinned(&requirements, "componentize-py==");
     let readme = std::fs::read_to_string(dir.join("README.md")).expect("README.md");
     assert!(
-        readme.contains(&format!("componentize-py {version}")),
+        words(&readme).contains(&format!("componentize-py {version}")),
         "the README names another version than requirements.txt's {version}"
     );
     let build = readme_commands(&readme, "Build");
@@ -225,9 +230,9 @@ fn a_js_layer_is_scaffolded_built_with_jco_checked_and_tested() {
         );
     }
     let readme = std::fs::read_to_string(dir.join("README.md")).expect("README.md");
+    let prose = words(&readme);
     assert!(
-        readme.contains(&format!("jco {jco}"))
-            && readme.contains(&format!("componentize-qjs {qjs}")),
+        prose.contains(&format!("jco {jco}")) && prose.contains(&format!("componentize-qjs {qjs}")),
         "the README names other versions than package.json's ({jco}, {qjs})"
     );
     let build = readme_commands(&readme, "Build");
