@@ -72,8 +72,9 @@ pub enum PolicyCommand {
         #[arg(value_name = "DIR")]
         dir: std::path::PathBuf,
     },
-    /// Create a policy crate that builds on its own (`cargo build --release`)
-    /// into a component, with a sample rule and fixture cases.
+    /// Create a policy layer over the default policy, in Rust, Python or
+    /// JavaScript (`--lang`), that builds on its own into a component, with
+    /// a sample rule, fixture cases and a README giving its build command.
     New(super::policy_new::NewArgs),
 }
 

@@ -1,6 +1,13 @@
-//! `radwasm policy new`: scaffold a policy crate that builds on its own, out
-//! of this repository, with one command (`cargo build --release`), into a
-//! component `radwasm policy check|test` accept.
+//! `radwasm policy new`: scaffold a policy layer that builds on its own, out
+//! of this repository, into a component `radwasm policy check|test` accept,
+//! in Rust (the default: one command, `cargo build --release`), Python
+//! (componentize-py) or JavaScript (jco with its QuickJS backend). Every
+//! language gets the same sample rule, the one of `guests/team-label-layer`,
+//! and that layer's fixture cases.
+//!
+//! A Python or JavaScript scaffold carries the contract's WIT (`wit/`, as
+//! `radwasm policy wit` writes it) and pins its build tool's version in the
+//! language's own manifest (`requirements.txt`, `package.json`).
 //!
 //! The files are templates embedded in the binary (`scaffold/`), with the
 //! crate name and the SDK's source substituted. The toolchain file and the
@@ -24,9 +31,13 @@ use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct NewArgs {
-    /// The policy's crate name, in kebab-case (`team-label-guardrail`); the
-    /// component is built as `<name with _ for ->.wasm`.
+    /// The policy's name, in kebab-case (`team-label-guardrail`). In Rust
+    /// the component is built as `<name with _ for ->.wasm`, in Python and
+    /// JavaScript as `<name>.wasm`.
     pub name: String,
+    /// The language to write the layer in.
+    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    pub lang: Lang,
     /// Directory to create (default `./<name>`); if it exists it must be empty.
     #[arg(long, value_name = "PATH")]
     pub dir: Option<PathBuf>,
@@ -44,6 +55,28 @@ pub struct NewArgs {
     /// the repository's default branch.
     #[arg(long, value_name = "REV", requires = "sdk_git")]
     pub sdk_rev: Option<String>,
+}
+
+/// The languages `policy new` scaffolds a layer in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// A crate over the Rust SDK (`Layer`, `export_layer!`).
+    Rust,
+    /// componentize-py.
+    Python,
+    /// jco, QuickJS backend, no WASI.
+    Js,
+}
+
+impl Lang {
+    /// The language's name, for people.
+    fn label(self) -> &'static str {
+        match self {
+            Self::Rust => "Rust",
+            Self::Python => "Python",
+            Self::Js => "JavaScript",
+        }
+    }
 }
 
 /// Where the scaffold's Cargo.toml takes the SDK from.
@@ -323,18 +356,11 @@ pub fn lib_name(name: &str) -> String {
 
 /// Identifiers the sample `src/lib.rs` imports; the policy type must differ.
 const SAMPLE_IMPORTS: &[&str] = &[
-    "DesiredTemplateStatus",
-    "TemplatePlanner",
-    "ConditionStatus",
+    "Layer",
     "Description",
-    "EventType",
     "PolicyError",
-    "TemplateAction",
     "TemplateObservation",
-    "TemplatePhase",
     "TemplatePlan",
-    "Level",
-    "Policy",
 ];
 
 /// The policy type's name: the crate name in UpperCamelCase.
@@ -459,7 +485,7 @@ pub fn render(name: &str, source: &SdkSource) -> Vec<ScaffoldFile> {
             .replace("{{sdk_source}}", &sdk_source)
             .replace("{{workspace_settings}}", workspace_settings)
     };
-    let files: [(&'static str, &str); 10] = [
+    let files: [(&'static str, &str); 6] = [
         ("Cargo.toml", include_str!("scaffold/Cargo.toml.tmpl")),
         ("rust-toolchain.toml", TOOLCHAIN_FILE),
         (
@@ -469,32 +495,133 @@ pub fn render(name: &str, source: &SdkSource) -> Vec<ScaffoldFile> {
         (".gitignore", include_str!("scaffold/gitignore.tmpl")),
         ("src/lib.rs", include_str!("scaffold/lib.rs.tmpl")),
         ("README.md", include_str!("scaffold/README.md.tmpl")),
-        (
-            "cases/01-template-without-team-label-is-refused.json",
-            include_str!("scaffold/cases/01-template-without-team-label-is-refused.json"),
-        ),
-        (
-            "cases/02-template-with-team-label-deploys-like-the-default.json",
-            include_str!(
-                "scaffold/cases/02-template-with-team-label-deploys-like-the-default.json"
-            ),
-        ),
-        (
-            "cases/03-deletion-is-never-blocked.json",
-            include_str!("scaffold/cases/03-deletion-is-never-blocked.json"),
-        ),
-        (
-            "cases/04-adding-the-label-deploys-a-refused-template.json",
-            include_str!("scaffold/cases/04-adding-the-label-deploys-a-refused-template.json"),
-        ),
     ];
     files
         .into_iter()
+        .chain(CASES)
         .map(|(path, template)| ScaffoldFile {
             path,
             text: fill(template),
         })
         .collect()
+}
+
+/// The fixture cases of every scaffold: those of `guests/team-label-layer`,
+/// the Rust layer with the same rule, whose messages every language's
+/// sample satisfies (the refusal case matches the code `MissingTeamLabel`
+/// and "no `team` label").
+const CASES: [(&str, &str); 6] = [
+    (
+        "cases/01-template-without-team-label-is-refused.json",
+        include_str!(
+            "../../../guests/team-label-layer/cases/01-template-without-team-label-is-refused.json"
+        ),
+    ),
+    (
+        "cases/02-template-with-team-label-deploys-like-the-default.json",
+        include_str!(
+            "../../../guests/team-label-layer/cases/02-template-with-team-label-deploys-like-the-default.json"
+        ),
+    ),
+    (
+        "cases/03-deletion-of-a-labelled-template-removes-its-finalizer.json",
+        include_str!(
+            "../../../guests/team-label-layer/cases/03-deletion-of-a-labelled-template-removes-its-finalizer.json"
+        ),
+    ),
+    (
+        "cases/03a-deletion-of-an-unlabelled-template-is-not-refused.json",
+        include_str!(
+            "../../../guests/team-label-layer/cases/03a-deletion-of-an-unlabelled-template-is-not-refused.json"
+        ),
+    ),
+    (
+        "cases/04-adding-the-label-deploys-a-refused-template.json",
+        include_str!(
+            "../../../guests/team-label-layer/cases/04-adding-the-label-deploys-a-refused-template.json"
+        ),
+    ),
+    (
+        "cases/05-a-deployment-resource-is-decided-by-the-base.json",
+        include_str!(
+            "../../../guests/team-label-layer/cases/05-a-deployment-resource-is-decided-by-the-base.json"
+        ),
+    ),
+];
+
+/// The contract's current WIT, where a Python or JavaScript scaffold keeps
+/// it (the file `radwasm policy wit` writes as `policy.wit`).
+const SCAFFOLD_WIT: (&str, &str) = ("wit/policy.wit", super::policy::WIT_FILES[0].1);
+
+/// The files of a scaffold in `lang` other than Rust, for `name`.
+pub fn render_other(name: &str, lang: Lang) -> Vec<ScaffoldFile> {
+    let files: Vec<(&'static str, &str)> = match lang {
+        Lang::Rust => unreachable!("a Rust scaffold is rendered by `render`"),
+        Lang::Python => vec![
+            ("app.py", include_str!("scaffold/python/app.py.tmpl")),
+            (
+                "requirements.txt",
+                include_str!("scaffold/python/requirements.txt.tmpl"),
+            ),
+            ("README.md", include_str!("scaffold/python/README.md.tmpl")),
+            (".gitignore", include_str!("scaffold/python/gitignore.tmpl")),
+        ],
+        Lang::Js => vec![
+            ("app.js", include_str!("scaffold/js/app.js.tmpl")),
+            (
+                "package.json",
+                include_str!("scaffold/js/package.json.tmpl"),
+            ),
+            ("README.md", include_str!("scaffold/js/README.md.tmpl")),
+            (".gitignore", include_str!("scaffold/js/gitignore.tmpl")),
+        ],
+    };
+    files
+        .into_iter()
+        .map(|(path, template)| ScaffoldFile {
+            path,
+            text: template.replace("{{crate_name}}", name),
+        })
+        .chain(
+            std::iter::once(SCAFFOLD_WIT).map(|(path, text)| ScaffoldFile {
+                path,
+                text: text.to_string(),
+            }),
+        )
+        .chain(CASES.into_iter().map(|(path, text)| ScaffoldFile {
+            path,
+            text: text.to_string(),
+        }))
+        .collect()
+}
+
+/// The commands that build, check and test a scaffold in `lang`, run in
+/// its directory (the README's, in its sections `Build` and `Check and
+/// test`).
+fn next_steps(name: &str, lang: Lang) -> Vec<String> {
+    let (build, wasm): (&[&str], String) = match lang {
+        Lang::Rust => (
+            &["cargo build --release"],
+            format!("target/wasm32-wasip2/release/{}.wasm", lib_name(name)),
+        ),
+        Lang::Python => (
+            &[
+                "python3 -m venv .venv && . .venv/bin/activate",
+                "pip install -r requirements.txt",
+            ],
+            format!("{name}.wasm"),
+        ),
+        Lang::Js => (&["npm install", "npm run build"], format!("{name}.wasm")),
+    };
+    let mut steps: Vec<String> = build.iter().map(|s| s.to_string()).collect();
+    if lang == Lang::Python {
+        steps.push(format!(
+            "componentize-py -d wit -w layer componentize app -o {wasm}"
+        ));
+    }
+    steps.push(format!("radwasm policy check {wasm}"));
+    steps.push(format!("radwasm policy test {wasm} cases/"));
+    steps
 }
 
 /// Refuse a path that is a file, or a directory with anything in it.
@@ -530,17 +657,26 @@ fn write_file(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
 pub fn run(args: &NewArgs) -> anyhow::Result<ExitCode> {
     validate_name(&args.name)?;
     let source = SdkSource::from_args(args)?;
+    anyhow::ensure!(
+        args.lang == Lang::Rust || source == SdkSource::Embedded,
+        "--sdk-path and --sdk-git choose where a Rust layer takes the SDK from; a {} layer needs no SDK",
+        args.lang.label()
+    );
     let dir = args
         .dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(&args.name));
     ensure_empty_or_absent(&dir)?;
-    let files = render(&args.name, &source);
+    let files = match args.lang {
+        Lang::Rust => render(&args.name, &source),
+        lang => render_other(&args.name, lang),
+    };
     for file in &files {
         write_file(&dir.join(file.path), file.text.as_bytes())?;
     }
     let mut written: Vec<String> = files.iter().map(|file| file.path.to_string()).collect();
     match &source {
+        SdkSource::Embedded if args.lang != Lang::Rust => {}
         SdkSource::Embedded => {
             let mut count = 0;
             for (path, contents) in embedded_sdk_files() {
@@ -569,17 +705,21 @@ pub fn run(args: &NewArgs) -> anyhow::Result<ExitCode> {
         }
         SdkSource::Git { .. } => {}
     }
-    let wasm = format!("target/wasm32-wasip2/release/{}.wasm", lib_name(&args.name));
-    println!("created policy {} in {}:", args.name, dir.display());
+    println!(
+        "created the {} policy layer {} in {}:",
+        args.lang.label(),
+        args.name,
+        dir.display()
+    );
     for path in written {
         println!("  {path}");
     }
     println!();
     println!("build, check and test it:");
     println!("  cd {}", dir.display());
-    println!("  cargo build --release");
-    println!("  radwasm policy check {wasm}");
-    println!("  radwasm policy test {wasm} cases/");
+    for step in next_steps(&args.name, args.lang) {
+        println!("  {step}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -636,8 +776,8 @@ mod tests {
     fn the_policy_type_is_the_name_in_camel_case_and_never_shadows_an_import() {
         assert_eq!(type_name("team-label-guardrail"), "TeamLabelGuardrail");
         assert_eq!(type_name("a_b2-c"), "AB2C");
-        assert_eq!(type_name("policy"), "PolicyRules");
-        assert_eq!(type_name("level"), "LevelRules");
+        assert_eq!(type_name("layer"), "LayerRules");
+        assert_eq!(type_name("policy-error"), "PolicyErrorRules");
     }
 
     #[test]
@@ -715,7 +855,7 @@ mod tests {
             assert!(manifest.contains("\n[workspace]\n"), "{manifest}");
             let lib = &files.iter().find(|f| f.path == "src/lib.rs").unwrap().text;
             assert!(lib.contains("struct TeamGuard;"), "{lib}");
-            assert!(lib.contains("export_policy!(TeamGuard)"), "{lib}");
+            assert!(lib.contains("export_layer!(TeamGuard)"), "{lib}");
             let readme = &files.iter().find(|f| f.path == "README.md").unwrap().text;
             assert!(readme.contains("release/team_guard.wasm"), "{readme}");
         }
@@ -981,6 +1121,33 @@ mod tests {
                 !packages.iter().any(|(n, _)| n == host_only),
                 "{host_only} is in the SDK's lock"
             );
+        }
+    }
+
+    #[test]
+    fn python_and_js_scaffolds_carry_the_current_wit_the_cases_and_their_name() {
+        assert_eq!(super::super::policy::WIT_FILES[0].0, "policy.wit");
+        for lang in [Lang::Python, Lang::Js] {
+            let files = render_other("team-guard", lang);
+            for file in &files {
+                assert!(!file.text.contains("{{"), "{}: {}", file.path, file.text);
+            }
+            let wit = files.iter().find(|f| f.path == "wit/policy.wit").unwrap();
+            assert!(wit.text.contains("world layer {"), "{lang:?}");
+            assert_eq!(
+                files
+                    .iter()
+                    .filter(|f| f.path.starts_with("cases/"))
+                    .count(),
+                CASES.len()
+            );
+            let readme = &files.iter().find(|f| f.path == "README.md").unwrap().text;
+            assert!(readme.contains("team-guard.wasm cases/"), "{readme}");
+            for step in next_steps("team-guard", lang) {
+                if !step.starts_with("npm run") {
+                    assert!(readme.contains(&step), "{step}: {readme}");
+                }
+            }
         }
     }
 
