@@ -3,8 +3,11 @@
 //! instance, and converting between the JSON model and the WIT contract.
 
 pub mod bindings;
+mod compile_cache;
 mod convert;
 pub mod embedded;
+mod options;
+mod pool;
 pub mod records;
 mod runtime;
 mod sandbox;
@@ -12,9 +15,11 @@ pub mod slot;
 pub mod source;
 pub mod validate;
 
+pub use compile_cache::{COMPILED_KEPT, DiskCacheConfig, LoadCounter, LoadLabels, LoadOutcome};
+pub use options::EngineOptions;
+pub use pool::{Misfit, POOL_CAPS, PoolLimits, PoolMisfit};
 pub use runtime::{
-    COMPILED_KEPT, Decision, DecisionError, DecisionLimits, Limits, LoadedPolicy, PolicyEngine,
-    digest,
+    Decision, DecisionError, DecisionLimits, Limits, LoadedPolicy, PolicyEngine, digest,
 };
 pub use sandbox::{GuestLog, LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOG_MESSAGES};
 pub use slot::{PolicySlot, Reload};

@@ -5,19 +5,19 @@
 //! A trap, an exhausted fuel budget or a memory-cap hit fails that one decision
 //! with a [`DecisionError`]; it never panics or hangs the host.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use radwasm_policy_model as model;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
-use wasmtime::{
-    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
-};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, Store, Trap};
 
 use super::bindings::{v0_1, v0_2, v0_3, v0_4};
+use super::compile_cache::{DiskCache, LoadCounter, LoadOutcome, MemoryCache};
 use super::convert;
+use super::options::EngineOptions;
+use super::pool::{self, PoolLimits};
 use super::sandbox::{GuestLog, SandboxState};
 use super::validate::{self, Contract, LoadError, Worlds};
 
@@ -141,36 +141,27 @@ struct EngineInner {
     engine: Engine,
     linker: Linker<SandboxState>,
     limits: Limits,
-    /// Compiled components by the SHA-256 of their bytes, bounded
-    /// ([`COMPILED_KEPT`]): each swap brings a new digest, and a
-    /// component no policy holds any more only costs memory. A loaded
-    /// policy keeps its own component whether or not it is cached here.
-    compiled: Mutex<CompiledCache>,
+    /// Compiled components by the SHA-256 of their bytes
+    /// (`compile_cache.rs`).
+    compiled: Mutex<MemoryCache>,
+    /// Compiled components on disk, across restarts (`--compile-cache`).
+    disk: Option<DiskCache>,
+    pool: PoolLimits,
+    loads: LoadCounter,
 }
 
 impl PolicyEngine {
-    /// An engine with the given sandbox limits.
+    /// An engine with the given sandbox limits, the default pool limits
+    /// and no disk cache.
     pub fn new(limits: Limits) -> anyhow::Result<Self> {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(limits.concurrent_decisions)
-            .total_core_instances(limits.concurrent_decisions * 8)
-            .max_core_instances_per_component(16)
-            .total_memories(limits.concurrent_decisions * 2)
-            .max_memories_per_component(4)
-            .total_tables(limits.concurrent_decisions * 8)
-            .max_tables_per_component(16)
-            .total_stacks(limits.concurrent_decisions)
-            .max_memory_size(limits.memory_bytes)
-            // Reset the first pages of each memory and table by hand instead
-            // of returning them to the kernel: a decision touches the same few
-            // pages every time, and refaulting them costs more than the memset
-            // (docs/benchmarks.md has the figures).
-            .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
-            .table_keep_resident(TABLE_KEEP_RESIDENT)
-            // Where the kernel can tell which pages a guest dirtied (Linux
-            // 6.7+, PAGEMAP_SCAN), reset only those instead of the whole
-            // resident prefix.
-            .pagemap_scan(Enabled::Auto);
+        Self::with_options(limits, EngineOptions::default())
+    }
+
+    /// An engine with the given sandbox limits, pool limits, disk cache and
+    /// load counter.
+    pub fn with_options(limits: Limits, options: EngineOptions) -> anyhow::Result<Self> {
+        options.pool.check().map_err(anyhow::Error::msg)?;
+        let pool = pool::pooling_config(&limits, &options.pool);
 
         let mut config = Config::new();
         config
@@ -214,12 +205,18 @@ impl PolicyEngine {
         })
         .map_err(|error| anyhow::anyhow!("linking the 0.1 policy log import: {error}"))?;
 
+        let disk = options
+            .compile_cache
+            .map(|config| DiskCache::new(config, &engine));
         Ok(Self {
             inner: Arc::new(EngineInner {
                 engine,
                 linker,
                 limits,
-                compiled: Mutex::new(CompiledCache::default()),
+                compiled: Mutex::new(MemoryCache::default()),
+                disk,
+                pool: options.pool,
+                loads: options.loads,
             }),
         })
     }
@@ -306,52 +303,105 @@ impl PolicyEngine {
         Ok(policy)
     }
 
+    /// The compiled component for `bytes`: from this engine's memory, the
+    /// disk cache, or compiled now. Each load is logged and counted by
+    /// where its code came from.
     fn compile(
         &self,
         source_name: &str,
         digest: &str,
         bytes: &[u8],
     ) -> Result<Component, LoadError> {
+        let started = std::time::Instant::now();
         if let Some(component) = self.cached(digest) {
+            self.loaded(source_name, digest, LoadOutcome::MemoryCache, started);
             return Ok(component);
         }
-        let component =
-            Component::new(&self.inner.engine, bytes).map_err(|error| LoadError::Compile {
-                source_name: source_name.to_string(),
-                detail: format!("{error:#}"),
-            })?;
-        if let Ok(mut cache) = self.inner.compiled.lock() {
-            cache.order.retain(|d| d != digest);
-            cache.order.push_back(digest.to_string());
-            while cache.order.len() > COMPILED_KEPT {
-                if let Some(oldest) = cache.order.pop_front() {
-                    cache.components.remove(&oldest);
+        let engine = &self.inner.engine;
+        let from_disk = self
+            .inner
+            .disk
+            .as_ref()
+            .and_then(|disk| disk.load(engine, digest));
+        let (component, outcome) = match from_disk {
+            Some(component) => (component, LoadOutcome::DiskCache),
+            None => {
+                let component = Component::new(engine, bytes).map_err(|error| {
+                    let detail = match pool::explain(&error) {
+                        Some(misfit) => misfit.to_string(),
+                        None => format!("{error:#}"),
+                    };
+                    LoadError::Compile {
+                        source_name: source_name.to_string(),
+                        detail,
+                    }
+                })?;
+                if let Some(disk) = &self.inner.disk {
+                    disk.store(digest, &component);
                 }
+                (component, LoadOutcome::Compiled)
             }
-            cache
-                .components
-                .insert(digest.to_string(), component.clone());
+        };
+        if let Ok(mut cache) = self.inner.compiled.lock() {
+            cache.insert(digest, component.clone());
         }
+        self.loaded(source_name, digest, outcome, started);
         Ok(component)
     }
 
-    /// How many compiled components are kept.
+    fn loaded(
+        &self,
+        source_name: &str,
+        digest: &str,
+        outcome: LoadOutcome,
+        started: std::time::Instant,
+    ) {
+        self.inner.loads.count(outcome);
+        let took_ms = started.elapsed().as_secs_f64() * 1e3;
+        match outcome {
+            LoadOutcome::Compiled => tracing::info!(
+                policy = source_name,
+                digest,
+                took_ms,
+                cache = ?self.inner.disk.as_ref().map(|disk| disk.dir().display().to_string()),
+                "policy compiled"
+            ),
+            LoadOutcome::DiskCache => tracing::info!(
+                policy = source_name,
+                digest,
+                took_ms,
+                "policy loaded from the compile cache"
+            ),
+            LoadOutcome::MemoryCache => tracing::info!(
+                policy = source_name,
+                digest,
+                took_ms,
+                "policy already compiled"
+            ),
+        }
+    }
+
+    /// How many compiled components are kept in memory.
     pub fn compiled_kept(&self) -> usize {
         self.inner
             .compiled
             .lock()
-            .map(|cache| cache.components.len())
+            .map(|cache| cache.len())
             .unwrap_or(0)
     }
 
+    /// Loads so far by where their compiled code came from.
+    pub fn loads(&self) -> &LoadCounter {
+        &self.inner.loads
+    }
+
+    /// How large a guest the instance pool takes.
+    pub fn pool_limits(&self) -> PoolLimits {
+        self.inner.pool
+    }
+
     fn cached(&self, digest: &str) -> Option<Component> {
-        self.inner
-            .compiled
-            .lock()
-            .ok()?
-            .components
-            .get(digest)
-            .cloned()
+        self.inner.compiled.lock().ok()?.get(digest)
     }
 
     fn new_store(&self, limits: &DecisionLimits) -> Result<Store<SandboxState>, wasmtime::Error> {
@@ -360,17 +410,6 @@ impl PolicyEngine {
         store.set_fuel(limits.fuel)?;
         Ok(store)
     }
-}
-
-/// Compiled components kept for a reload of the same bytes (a restart of a
-/// `ReconcilePolicy`'s load, a policy file re-read); the oldest go first.
-pub const COMPILED_KEPT: usize = 8;
-
-/// Compiled components by the SHA-256 of their bytes, oldest first.
-#[derive(Default)]
-struct CompiledCache {
-    components: HashMap<String, Component>,
-    order: std::collections::VecDeque<String>,
 }
 
 /// A validated, compiled policy ready to decide. Cheap to clone.
@@ -921,10 +960,3 @@ struct FinishedStore {
     logs: Vec<GuestLog>,
     dropped_logs: usize,
 }
-
-/// Bytes at the start of each guest memory kept resident between instances:
-/// the 64 KiB shadow stack the guests are linked with, their data and the
-/// start of the heap.
-const MEMORY_KEEP_RESIDENT: usize = 128 << 10;
-/// Bytes of each table kept resident between instances.
-const TABLE_KEEP_RESIDENT: usize = 64 << 10;
