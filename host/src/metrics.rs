@@ -19,8 +19,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::policy::LoadedPolicy;
 use crate::policy::records::Recorder;
+use crate::policy::{LoadCounter, LoadedPolicy};
 
 /// Labels of a reconcile: object kind and outcome (`ok`, `error`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -64,6 +64,22 @@ impl DecisionLabels {
             policy: policy.description().name.clone(),
             version: policy.description().version.clone(),
             outcome,
+        }
+    }
+}
+
+/// Labels of a policy by name and version (`describe()`'s).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub policy: String,
+    pub version: String,
+}
+
+impl PolicyLabels {
+    pub fn new(policy: &LoadedPolicy) -> Self {
+        Self {
+            policy: policy.description().name.clone(),
+            version: policy.description().version.clone(),
         }
     }
 }
@@ -126,6 +142,8 @@ pub struct Metrics {
     decision_seconds: Family<DecisionLabels, Histogram>,
     decision_fuel: Family<DecisionLabels, Histogram>,
     decision_failures: Family<FailureLabels, Counter>,
+    decision_reruns: Family<PolicyLabels, Counter>,
+    policy_loads: LoadCounter,
     paced_mutations: Family<KindLabels, Counter>,
     held_for_order: Family<KindLabels, Counter>,
     shadow_decisions: Family<ShadowLabels, Counter>,
@@ -197,6 +215,18 @@ impl Default for Metrics {
             "Decisions that produced nothing to carry out (trap, fuel, memory cap, policy error, guard rail)",
             decision_failures.clone(),
         );
+        let decision_reruns = Family::<PolicyLabels, Counter>::default();
+        registry.register(
+            "policy_decision_reruns",
+            "Decisions stopped on the async worker for want of fuel and decided again from the start on the blocking pool",
+            decision_reruns.clone(),
+        );
+        let policy_loads = LoadCounter::default();
+        registry.register(
+            "policy_loads",
+            "Policy loads by where the compiled code came from (compiled, disk_cache, memory_cache)",
+            policy_loads.family(),
+        );
         let paced_mutations = Family::<KindLabels, Counter>::default();
         registry.register(
             "radius_mutations_held_back",
@@ -264,6 +294,8 @@ impl Default for Metrics {
             decision_seconds,
             decision_fuel,
             decision_failures,
+            decision_reruns,
+            policy_loads,
             paced_mutations,
             held_for_order,
             shadow_decisions,
@@ -332,6 +364,17 @@ impl Metrics {
         self.decision_failures
             .get_or_create(&FailureLabels { kind, reason })
             .inc();
+    }
+
+    /// A decision that ran out of its worker's fuel slice and was decided
+    /// again on the blocking pool.
+    pub fn count_decision_rerun(&self, labels: PolicyLabels) {
+        self.decision_reruns.get_or_create(&labels).inc();
+    }
+
+    /// The counter of policy loads, for the engine to count into.
+    pub fn policy_loads(&self) -> LoadCounter {
+        self.policy_loads.clone()
     }
 
     /// A Radius mutation held back by pacing.
@@ -585,6 +628,13 @@ mod tests {
         metrics.observe_reconcile_wait("DeploymentTemplate", Duration::from_millis(3));
         metrics.count_decision_failure("DeploymentResource", "OutOfFuel");
         metrics.count_paced("DeploymentResource");
+        metrics.count_decision_rerun(PolicyLabels {
+            policy: "python-policy".into(),
+            version: "0.2.0".into(),
+        });
+        metrics
+            .policy_loads()
+            .count(crate::policy::LoadOutcome::DiskCache);
         metrics.count_held_for_order("DeploymentResource");
         metrics.count_drift_check("missing");
         metrics.count_shadow("DeploymentTemplate", "team-a", "team-a-canary", "disagreed");
@@ -601,6 +651,8 @@ mod tests {
             r#"radwasm_policy_decision_fuel_sum{kind="DeploymentTemplate",policy="default",version="0.1.0",outcome="ok"} 84000.0"#,
             r#"radwasm_policy_decision_failures_total{kind="DeploymentResource",reason="OutOfFuel"} 1"#,
             r#"radwasm_radius_mutations_held_back_total{kind="DeploymentResource"} 1"#,
+            r#"radwasm_policy_decision_reruns_total{policy="python-policy",version="0.2.0"} 1"#,
+            r#"radwasm_policy_loads_total{outcome="disk_cache"} 1"#,
             r#"radwasm_radius_deletions_held_for_order_total{kind="DeploymentResource"} 1"#,
             r#"radwasm_drift_checks_total{result="missing"} 1"#,
             "radwasm_remembered_objects 3",

@@ -4,7 +4,7 @@
 
 use clap::Args;
 
-use crate::policy::{Limits, LoadedPolicy, PolicyEngine, Source};
+use crate::policy::{Limits, LoadCounter, LoadedPolicy, PolicyEngine, Source};
 
 /// Which policy to load and the sandbox limits to run it under.
 #[derive(Debug, Args)]
@@ -17,6 +17,8 @@ pub struct PolicyArgs {
     /// Linear-memory cap per guest instance, in MiB.
     #[arg(long, default_value_t = (Limits::default().memory_bytes >> 20) as u64)]
     pub memory_mib: u64,
+    #[command(flatten)]
+    pub runtime: super::runtime_args::RuntimeArgs,
 }
 
 impl PolicyArgs {
@@ -30,7 +32,8 @@ impl PolicyArgs {
 
     /// Load the policy named on the command line.
     pub fn load(&self) -> anyhow::Result<LoadedPolicy> {
-        let engine = PolicyEngine::new(self.limits())?;
+        let options = self.runtime.engine_options(LoadCounter::default())?;
+        let engine = PolicyEngine::with_options(self.limits(), options)?;
         let fetched = Source::parse(&self.wasm).fetch_local()?;
         Ok(engine.load_bytes(&fetched.source_name, &fetched.bytes)?)
     }

@@ -71,6 +71,8 @@ pub struct ControllerArgs {
     pub drift_resync: Duration,
     #[command(flatten)]
     pub records: RecordArgs,
+    #[command(flatten)]
+    pub runtime: super::runtime_args::RuntimeArgs,
 }
 
 /// `radwasm run`.
@@ -180,7 +182,8 @@ impl ControllerHost {
                 .unwrap_or(usize::MAX),
             ..Limits::default()
         };
-        let engine = PolicyEngine::new(limits)?;
+        let options = args.runtime.engine_options(metrics.policy_loads())?;
+        let engine = PolicyEngine::with_options(limits, options)?;
         let policy = PolicySlot::load(engine.clone(), Source::parse(&args.policy))
             .with_context(|| format!("loading policy {}", args.policy))?;
         tracing::info!(policy = %policy.current().display_name(), digest = %policy.current().digest(), "policy loaded");
