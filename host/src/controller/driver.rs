@@ -1,8 +1,9 @@
 //! The one reconcile path both kinds share, read top to bottom in
 //! [`reconcile`]: wait out a cache that has not seen our last write, observe,
-//! ask the policy (on the blocking pool), check the plan against the guard
-//! rails, hold back a Radius mutation that comes too soon after a failed one,
-//! carry the plan out, requeue as it says. Each kind supplies what differs in
+//! ask the policy (on the worker, or on the blocking pool if it needs more
+//! fuel than a worker gives), check the plan against the guard rails, hold
+//! back a Radius mutation that comes too soon after a failed one, carry the
+//! plan out, requeue as it says. Each kind supplies what differs in
 //! a [`Reconciled`] implementation (`template.rs`, `resource.rs`).
 
 use std::hash::{Hash, Hasher};
@@ -18,9 +19,10 @@ use tracing::Instrument;
 use super::guard::Violation;
 use super::object::{PolicySubject, Reconciled, key};
 use super::status::{Current, StatusPatch};
+use super::worker_fuel::{Placement, Ran, WorkerFuel};
 use super::{Caches, Context, Error, REJECTED_RETRY, RESYNC, execute, writes};
 use crate::crd::PolicyRef;
-use crate::metrics::DecisionLabels;
+use crate::metrics::{DecisionLabels, Metrics, PolicyLabels};
 use crate::policy::records::{DecisionRecord, RecordedObservation, Recorder, Role};
 use crate::policy::{Decision, DecisionError, LoadedPolicy, LogLevel};
 use crate::reconcile_policy::{Chosen, Selection, Shadow, Subject};
@@ -158,8 +160,15 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Dura
         )
     });
 
-    let (decision, observation) = match decide(&policy, observation, K::ask).await {
-        Ok((decision, observation, took)) => {
+    let decided = decide(&policy, observation, K::ask, &ctx.worker_fuel, &ctx.metrics).await;
+    let (decision, observation) = match decided {
+        Ok(Decided {
+            decision,
+            observation,
+            took,
+            ran,
+        }) => {
+            tracing::debug!(?ran, ?took, "decided");
             record(
                 &ctx.decision_records,
                 &policy,
@@ -406,52 +415,87 @@ fn log_guest<P>(decision: &Decision<P>) {
     }
 }
 
-/// Fuel a decision may burn on the async worker that reconciles before it is
-/// moved to tokio's blocking pool: about 0.15 ms of guest code, over ten
-/// times what a decision of the default policy uses.
-const WORKER_FUEL: u64 = 1_000_000;
-
 /// Ask the guest. A decision is short, and handing it to another thread and
 /// back costs more than deciding, so it runs where the reconcile runs, on
-/// an async worker, first with at most [`WORKER_FUEL`]: a worker is held
-/// that long at most. A guest that needs more is stopped there and asked
-/// again from the start on the blocking pool with its whole budget (a guest
-/// is a pure function of its observation, so it decides the same; it may
-/// burn that budget without stalling the watches). A guest that imports
-/// WASI always decides on the blocking pool: WASI's synchronous host calls
-/// (a trapping Rust guest writes its panic message to stderr) block on the
-/// runtime, which tokio only allows outside its workers. Gives back the
-/// observation for the guard rails and how long the decision took; an
-/// error only if the decision task itself panicked (a host bug), which
-/// fails this one object.
+/// an async worker, with a slice of its fuel learned from the policy's
+/// recent decisions (`worker_fuel.rs`): a worker is held that long at most.
+/// A guest that needs more is stopped there and asked again from the start
+/// on the blocking pool with its whole budget (a guest is a pure function
+/// of its observation, so it decides the same; it may burn that budget
+/// without stalling the watches), and counted in
+/// `radwasm_policy_decision_reruns_total`; its next decisions get a slice
+/// that fits, or, past the ceiling, start on the blocking pool. A guest
+/// that imports WASI always decides on the blocking pool: WASI's
+/// synchronous host calls (a trapping Rust guest writes its panic message
+/// to stderr) block on the runtime, which tokio only allows outside its
+/// workers. Gives back the observation for the guard rails, how long the
+/// decision took and where it ran; an error only if the decision task
+/// itself panicked (a host bug), which fails this one object.
 async fn decide<O, P>(
     policy: &LoadedPolicy,
     observation: O,
     ask: fn(&LoadedPolicy, &O) -> Result<Decision<P>, DecisionError>,
-) -> Result<(Result<Decision<P>, DecisionError>, O, Duration), tokio::task::JoinError>
+    fuel: &WorkerFuel,
+    metrics: &Metrics,
+) -> Result<Decided<O, P>, tokio::task::JoinError>
 where
     O: Send + 'static,
     P: Send + 'static,
 {
     let started = Instant::now();
-    if !policy.uses_wasi() {
-        let decision = ask(&policy.with_fuel(WORKER_FUEL), &observation);
-        let needs_more = matches!(decision, Err(DecisionError::OutOfFuel { .. }))
-            && policy.limits().fuel > WORKER_FUEL;
+    let budget = policy.limits().fuel;
+    let learns = !policy.uses_wasi();
+    let mut ran = Ran::Blocking;
+    if learns && let Placement::Worker(slice) = fuel.placement(policy.digest(), budget) {
+        let decision = ask(&policy.with_fuel(slice), &observation);
+        let needs_more = matches!(decision, Err(DecisionError::OutOfFuel { .. })) && budget > slice;
         if !needs_more {
-            return Ok((decision, observation, started.elapsed()));
+            if let Ok(decided) = &decision {
+                fuel.learn(policy.digest(), decided.fuel_used);
+            }
+            return Ok(Decided {
+                decision,
+                observation,
+                took: started.elapsed(),
+                ran: Ran::Worker,
+            });
         }
         tracing::debug!(
             policy = %policy.display_name(),
-            "the decision needs more than {WORKER_FUEL} fuel; deciding again on the blocking pool"
+            slice,
+            "the decision needs more fuel than its worker slice; deciding again on the blocking pool"
         );
+        metrics.count_decision_rerun(PolicyLabels::new(policy));
+        ran = Ran::Rerun;
     }
     let guest = policy.clone();
-    tokio::task::spawn_blocking(move || {
+    let (decision, observation) = tokio::task::spawn_blocking(move || {
         let decision = ask(&guest, &observation);
-        (decision, observation, started.elapsed())
+        (decision, observation)
     })
-    .await
+    .await?;
+    if learns {
+        match &decision {
+            Ok(decided) => fuel.learn(policy.digest(), decided.fuel_used),
+            Err(DecisionError::OutOfFuel { .. }) => fuel.learn(policy.digest(), budget),
+            Err(_) => {}
+        }
+    }
+    Ok(Decided {
+        decision,
+        observation,
+        took: started.elapsed(),
+        ran,
+    })
+}
+
+/// A decision with the observation it was made on, how long it took and
+/// where it ran.
+struct Decided<O, P> {
+    decision: Result<Decision<P>, DecisionError>,
+    observation: O,
+    took: Duration,
+    ran: Ran,
 }
 
 /// Why a reconcile ends with the object `Failed` and nothing more done.
@@ -523,6 +567,7 @@ fn display_name(policy: &PolicyRef) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::worker_fuel::{HEADROOM, WORKER_FUEL_CEILING, WORKER_FUEL_FLOOR};
     use crate::policy::{Limits, PolicyEngine, embedded};
 
     /// A new template (nothing deployed yet, so the policy reads the whole
@@ -564,43 +609,143 @@ mod tests {
         .expect("a template observation")
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn a_decision_that_outgrows_the_worker_is_decided_again_with_the_whole_budget() {
+    type Ask = fn(
+        &LoadedPolicy,
+        &model::TemplateObservation,
+    ) -> Result<Decision<model::TemplatePlan>, DecisionError>;
+    const ASK: Ask = LoadedPolicy::decide_template;
+
+    fn default_policy() -> LoadedPolicy {
         let engine = PolicyEngine::new(Limits::default()).expect("engine");
         let policy = embedded::load_default(&engine).expect("the default policy");
         assert!(!policy.uses_wasi(), "the default policy imports no WASI");
-        let ask: fn(
-            &LoadedPolicy,
-            &model::TemplateObservation,
-        ) -> Result<Decision<model::TemplatePlan>, DecisionError> = LoadedPolicy::decide_template;
+        policy
+    }
 
-        let small = new_template(3);
-        let (decided, _, _) = decide(&policy, small.clone(), ask).await.expect("decided");
-        let decided = decided.expect("a plan");
-        assert!(decided.fuel_used < WORKER_FUEL, "{}", decided.fuel_used);
-        assert_eq!(decided.plan, ask(&policy, &small).expect("a plan").plan);
-
-        // Reading 3,000 containers takes more fuel than a worker gives.
-        let large = new_template(3_000);
-        let direct = ask(&policy, &large).expect("decided with the whole budget");
-        assert!(direct.fuel_used > WORKER_FUEL, "{}", direct.fuel_used);
-        let (decided, _, _) = decide(&policy, large.clone(), ask).await.expect("decided");
-        let decided = decided.expect("decided again off the worker");
-        assert_eq!(decided.plan, direct.plan);
-        assert_eq!(decided.fuel_used, direct.fuel_used);
-
-        // The budget stays the policy's own: half of what it needs is out of
-        // fuel, reported against that budget.
-        let short = direct.fuel_used / 2;
-        let (decided, _, _) = decide(&policy.with_fuel(short), large, ask)
-            .await
-            .expect("decided");
-        match decided {
-            Err(DecisionError::OutOfFuel { fuel, .. }) => assert_eq!(fuel, short),
-            other => panic!(
-                "expected out of fuel at {short}, got {:?}",
-                other.map(|d| d.plan)
-            ),
+    /// Decide `times` times for `observation`; where each ran.
+    async fn decide_times(
+        policy: &LoadedPolicy,
+        observation: &model::TemplateObservation,
+        times: usize,
+        fuel: &WorkerFuel,
+        metrics: &Metrics,
+    ) -> Vec<Ran> {
+        let direct = ASK(policy, observation).expect("decided with the whole budget");
+        let mut ran = Vec::new();
+        for _ in 0..times {
+            let decided = decide(policy, observation.clone(), ASK, fuel, metrics)
+                .await
+                .expect("decided");
+            let decision = decided.decision.expect("a plan");
+            assert_eq!(decision.plan, direct.plan);
+            assert_eq!(decision.fuel_used, direct.fuel_used);
+            ran.push(decided.ran);
         }
+        ran
+    }
+
+    /// `radwasm_policy_decision_reruns_total` of the default policy.
+    fn reruns(metrics: &Metrics, policy: &LoadedPolicy) -> u64 {
+        let labels = PolicyLabels::new(policy);
+        let line = format!(
+            "radwasm_policy_decision_reruns_total{{policy=\"{}\",version=\"{}\"}} ",
+            labels.policy, labels.version
+        );
+        metrics
+            .encode()
+            .lines()
+            .find_map(|text| text.strip_prefix(line.as_str()))
+            .map_or(0, |count| count.trim().parse().expect("a count"))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_light_policy_stays_on_the_worker() {
+        let policy = default_policy();
+        let (fuel, metrics) = (WorkerFuel::default(), Metrics::default());
+        let small = new_template(3);
+        let ran = decide_times(&policy, &small, 3, &fuel, &metrics).await;
+        assert_eq!(ran, [Ran::Worker; 3]);
+        assert_eq!(reruns(&metrics, &policy), 0);
+        assert_eq!(
+            fuel.placement(policy.digest(), policy.limits().fuel),
+            Placement::Worker(WORKER_FUEL_FLOOR)
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_heavy_policy_is_decided_twice_once_then_fits_its_slice() {
+        let policy = default_policy();
+        let (fuel, metrics) = (WorkerFuel::default(), Metrics::default());
+        // Reading 500 containers takes about three times the floor: what an
+        // interpreted guest needs for a small decision.
+        let medium = new_template(500);
+        let needs = ASK(&policy, &medium).expect("a plan").fuel_used;
+        assert!(
+            needs > WORKER_FUEL_FLOOR && needs * HEADROOM <= WORKER_FUEL_CEILING,
+            "{needs}"
+        );
+        let ran = decide_times(&policy, &medium, 4, &fuel, &metrics).await;
+        assert_eq!(ran, [Ran::Rerun, Ran::Worker, Ran::Worker, Ran::Worker]);
+        assert_eq!(reruns(&metrics, &policy), 1);
+        // Lighter decisions of the same policy keep the slice learned.
+        let ran = decide_times(&policy, &new_template(3), 1, &fuel, &metrics).await;
+        assert_eq!(ran, [Ran::Worker]);
+        assert_eq!(
+            fuel.placement(policy.digest(), policy.limits().fuel),
+            Placement::Worker(needs * HEADROOM)
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn past_the_ceiling_a_policy_starts_on_the_blocking_pool() {
+        let policy = default_policy();
+        let (fuel, metrics) = (WorkerFuel::default(), Metrics::default());
+        let large = new_template(1_000);
+        let needs = ASK(&policy, &large).expect("a plan").fuel_used;
+        assert!(needs * HEADROOM > WORKER_FUEL_CEILING, "{needs}");
+        let ran = decide_times(&policy, &large, 3, &fuel, &metrics).await;
+        assert_eq!(ran, [Ran::Rerun, Ran::Blocking, Ran::Blocking]);
+        assert_eq!(reruns(&metrics, &policy), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_decision_over_its_own_budget_is_out_of_fuel_against_that_budget() {
+        let policy = default_policy();
+        let (fuel, metrics) = (WorkerFuel::default(), Metrics::default());
+        let large = new_template(3_000);
+        let direct = ASK(&policy, &large).expect("decided with the whole budget");
+        // Half of what it needs is out of fuel, reported against that
+        // budget, after the rerun with the whole of it.
+        let short = direct.fuel_used / 2;
+        let limited = policy.with_fuel(short);
+        for expected in [Ran::Rerun, Ran::Blocking] {
+            let decided = decide(&limited, large.clone(), ASK, &fuel, &metrics)
+                .await
+                .expect("decided");
+            assert_eq!(decided.ran, expected);
+            match decided.decision {
+                Err(DecisionError::OutOfFuel { fuel, .. }) => assert_eq!(fuel, short),
+                other => panic!(
+                    "expected out of fuel at {short}, got {:?}",
+                    other.map(|d| d.plan)
+                ),
+            }
+        }
+        // A budget within the slice is final on the worker: nothing to rerun.
+        let tiny = policy.with_fuel(10_000);
+        let decided = decide(
+            &tiny,
+            new_template(3),
+            ASK,
+            &WorkerFuel::default(),
+            &metrics,
+        )
+        .await
+        .expect("decided");
+        assert_eq!(decided.ran, Ran::Worker);
+        assert!(matches!(
+            decided.decision,
+            Err(DecisionError::OutOfFuel { fuel: 10_000, .. })
+        ));
     }
 }

@@ -23,6 +23,7 @@ pub mod runner;
 pub mod schema_check;
 pub mod status;
 mod template;
+pub mod worker_fuel;
 pub mod writes;
 
 use std::hash::{Hash, Hasher};
@@ -86,6 +87,9 @@ pub struct Context {
     /// The `DeploymentResource`s already warned about as not their
     /// template's outputs (`ownership`).
     pub not_outputs_warned: ownership::WarnedOnce,
+    /// The fuel each policy's decisions may use on an async worker,
+    /// learned from what they used (`worker_fuel.rs`).
+    pub worker_fuel: worker_fuel::WorkerFuel,
 }
 
 /// The reflector stores the controllers' watches keep.
@@ -121,6 +125,7 @@ impl Context {
             dependents: index::dependents(),
             drift_resync: None,
             not_outputs_warned: ownership::WarnedOnce::default(),
+            worker_fuel: worker_fuel::WorkerFuel::default(),
         }
     }
 
