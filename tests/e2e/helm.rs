@@ -160,6 +160,7 @@ fn the_charts_values_become_the_controllers_arguments() {
             "--policy=/etc/radwasm/policy/policy.wasm",
             "--metrics-address=0.0.0.0:8080",
             "--log-format=json",
+            "--compile-cache=/var/cache/radwasm",
             "--leader-elect",
             "--leader-election-lease=radwasm-shard-a",
             "--namespace=team",
