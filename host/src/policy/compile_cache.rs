@@ -23,6 +23,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -323,13 +324,13 @@ impl DiskCache {
             .file_name()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
+        // Unique to this write: other processes (the pid), other threads
+        // of this one (the counter).
+        static WRITES: AtomicU64 = AtomicU64::new(0);
         let temporary = self.config.dir.join(format!(
             ".{name}.tmp-{}-{}",
             std::process::id(),
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or_default()
+            WRITES.fetch_add(1, Ordering::Relaxed)
         ));
         let written = std::fs::File::create(&temporary).and_then(|mut file| file.write_all(bytes));
         if let Err(error) = written {
@@ -419,4 +420,37 @@ fn file_sha256(path: &Path) -> std::io::Result<String> {
         hasher.update(&buffer[..read]);
     }
     Ok(hex::encode(hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine(fuel: bool) -> Engine {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true).consume_fuel(fuel);
+        Engine::new(&config).expect("engine")
+    }
+
+    #[test]
+    fn an_artifact_is_named_for_the_engine_configuration_that_wrote_it() {
+        // The same configuration in another engine (another process): the
+        // same name, so a restart finds what it wrote.
+        assert_eq!(engine_key(&engine(true)), engine_key(&engine(true)));
+        // Code compiled without fuel metering must never be run by an
+        // engine that meters fuel: another name, so never found.
+        assert_ne!(engine_key(&engine(true)), engine_key(&engine(false)));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let metered = DiskCache::new(DiskCacheConfig::new(dir.path()), &engine(true));
+        let unmetered = DiskCache::new(DiskCacheConfig::new(dir.path()), &engine(false));
+        let digest = "ab".repeat(32);
+        assert_ne!(
+            metered.path(&digest, ARTIFACT),
+            unmetered.path(&digest, ARTIFACT)
+        );
+        let component = Component::new(&engine(false), "(component)").expect("compiles");
+        unmetered.store(&digest, &component);
+        assert!(unmetered.load(&engine(false), &digest).is_some());
+        assert!(metered.load(&engine(true), &digest).is_none());
+    }
 }
