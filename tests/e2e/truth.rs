@@ -340,6 +340,7 @@ async fn a_policy_naming_its_deployments_differently_survives_a_restart_mid_depl
         "radwasm_policy_decisions_total",
         "radwasm_policy_decision_seconds_count",
         "radwasm_policy_decision_fuel_count",
+        "radwasm_policy_loads_total",
         "radwasm_radius_requests_total",
         "radwasm_radius_request_seconds_count",
     ] {
