@@ -226,28 +226,36 @@ impl DiskCache {
     }
 
     /// The artifact for `digest`, if one is kept, whole and loadable;
-    /// anything else is warned about, removed, and `None`.
+    /// `None` otherwise: an artifact without its checksum is left for the
+    /// compile to rewrite; one that does not match it, or does not load, is
+    /// warned about and removed.
     pub(super) fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
         let artifact = self.path(digest, ARTIFACT);
         let checksum = self.path(digest, CHECKSUM);
         if !artifact.exists() {
             return None;
         }
-        let verified = std::fs::read_to_string(&checksum)
-            .map_err(|error| format!("its checksum file {}: {error}", checksum.display()))
-            .and_then(|expected| {
-                let actual =
-                    file_sha256(&artifact).map_err(|error| format!("reading it: {error}"))?;
-                if expected.trim() == actual {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "its SHA-256 is {actual}, not the {} recorded when it was written \
-                         (truncated or damaged)",
-                        expected.trim()
-                    ))
-                }
-            });
+        let verified = match std::fs::read_to_string(&checksum) {
+            // Not yet written (another process is between its two renames)
+            // or lost: not trusted, and left for the compile to rewrite.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                tracing::debug!(
+                    artifact = %artifact.display(),
+                    "compile cache: an artifact without its checksum; compiling"
+                );
+                return None;
+            }
+            Err(error) => Err(format!("its checksum file {}: {error}", checksum.display())),
+            Ok(expected) => match file_sha256(&artifact) {
+                Err(error) => Err(format!("reading it: {error}")),
+                Ok(actual) if actual == expected.trim() => Ok(()),
+                Ok(actual) => Err(format!(
+                    "its SHA-256 is {actual}, not the {} recorded when it was written \
+                     (truncated or damaged)",
+                    expected.trim()
+                )),
+            },
+        };
         if let Err(why) = verified {
             tracing::warn!(
                 artifact = %artifact.display(),
