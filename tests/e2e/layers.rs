@@ -100,7 +100,11 @@ async fn a_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
     let (reason, message) = ready_condition(&failed);
     assert_eq!(reason, "PolicyFailed", "{message}");
     assert!(message.contains("MissingTeamLabel"), "{message}");
-    assert_eq!(deployments_of(&system, "refused"), 0, "nothing reached Radius");
+    assert_eq!(
+        deployments_of(&system, "refused"),
+        0,
+        "nothing reached Radius"
+    );
 
     let mut template = system.templates().get("refused").await.expect("get");
     template
@@ -143,7 +147,10 @@ async fn a_layer_waits_for_its_named_base_and_decides_over_it() {
     )
     .await;
     let refused = wait_policy(&system, &layer, "False", "BaseNotFound").await;
-    let error = refused.status.and_then(|s| s.last_error).unwrap_or_default();
+    let error = refused
+        .status
+        .and_then(|s| s.last_error)
+        .unwrap_or_default();
     assert!(error.contains(&base), "{error}");
     system
         .create(&labelled("app", &[("team", "payments")]))

@@ -134,7 +134,12 @@ pub(crate) fn module_from(system: &System, config_map: &str) -> Value {
 /// a loaded one, also until this scenario's controller has loaded it (on
 /// the shared real cluster another scenario's controller may write the
 /// status first).
-pub(crate) async fn wait_policy(system: &System, name: &str, status: &str, reason: &str) -> ReconcilePolicy {
+pub(crate) async fn wait_policy(
+    system: &System,
+    name: &str,
+    status: &str,
+    reason: &str,
+) -> ReconcilePolicy {
     let policy = eventually(
         &format!("ReconcilePolicy {name} Ready={status} ({reason})"),
         Duration::from_secs(60),
@@ -203,7 +208,11 @@ pub(crate) fn decided_by(template: &DeploymentTemplate) -> Option<String> {
 
 /// Wait until the template's status names `policy` (`None`: `--policy`)
 /// as the one that decided.
-pub(crate) async fn wait_decided_by(system: &System, name: &str, policy: Option<&str>) -> DeploymentTemplate {
+pub(crate) async fn wait_decided_by(
+    system: &System,
+    name: &str,
+    policy: Option<&str>,
+) -> DeploymentTemplate {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let template = system.templates().get(name).await.expect("get template");
