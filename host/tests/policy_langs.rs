@@ -180,7 +180,7 @@ fn a_python_layer_is_scaffolded_built_with_componentize_py_checked_and_tested() 
         [
             "python3 -m venv .venv && . .venv/bin/activate".to_string(),
             "pip install -r requirements.txt".to_string(),
-            format!("componentize-py -d wit -w layer componentize app -o {name}.wasm"),
+            format!("componentize-py -d wit -w layer componentize --stub-wasi app -o {name}.wasm"),
         ],
         "{readme}"
     );

@@ -616,7 +616,7 @@ fn next_steps(name: &str, lang: Lang) -> Vec<String> {
     let mut steps: Vec<String> = build.iter().map(|s| s.to_string()).collect();
     if lang == Lang::Python {
         steps.push(format!(
-            "componentize-py -d wit -w layer componentize app -o {wasm}"
+            "componentize-py -d wit -w layer componentize --stub-wasi app -o {wasm}"
         ));
     }
     steps.push(format!("radwasm policy check {wasm}"));
