@@ -3,7 +3,9 @@
 //! `team` label, the default policy otherwise) pulled from a loopback OCI
 //! registry as a `Shadow` canary, then enforcing; and a layer over another
 //! `ReconcilePolicy` named by `spec.base`, refused while that base is
-//! missing and healed when it appears. Counts what reaches Radius.
+//! missing and healed when it appears. Counts what reaches Radius. A
+//! restarted controller maps the layer from its compile cache instead of
+//! compiling it again.
 
 use std::time::Duration;
 
@@ -12,8 +14,8 @@ use serde_json::json;
 
 use crate::harness::System;
 use crate::policies::{
-    create_policy, decided_by, delete_policies, deployments_of, guest, labelled, module_from,
-    policies, put_module, wait_decided_by, wait_policy,
+    create_policy, decided_by, delete_policies, deployments_of, guest, labelled, log_lines,
+    module_from, policies, put_module, wait_decided_by, wait_log_lines, wait_policy,
 };
 use crate::realkube::eventually;
 
@@ -37,7 +39,10 @@ async fn a_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
     )
     .await
     .expect("push the layer");
-    let system = System::start(&["--policy-insecure-registry", &registry.addr]).await;
+    let cache = tempfile::tempdir().expect("compile cache dir");
+    let cache_arg = format!("--compile-cache={}", cache.path().display());
+    let mut system =
+        System::start(&["--policy-insecure-registry", &registry.addr, &cache_arg]).await;
     let layer = create_policy(
         &system,
         "team-label",
@@ -45,6 +50,13 @@ async fn a_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
     )
     .await;
     let loaded = wait_policy(&system, &layer, "True", "Loaded").await;
+    let digest = radwasm::policy::digest(&guest("team-label-layer"));
+    let digest_field = format!("digest=\"{digest}\"");
+    assert_eq!(
+        log_lines(&system, &["policy compiled", &digest_field]),
+        1,
+        "the first controller compiles the layer once"
+    );
     let status = loaded.status.expect("status");
     assert_eq!(status.name.as_deref(), Some("team-label-layer"));
     assert!(
@@ -124,6 +136,22 @@ async fn a_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
     assert_eq!(deployments_of(&system, "refused"), 1);
     assert_eq!(deployments_of(&system, "labelled"), 1, "not deployed again");
 
+    // A restarted controller maps the layer from its compile cache; it
+    // does not compile it again.
+    system.kill_controller();
+    let mut restarted = system.spawn_controller();
+    wait_log_lines(
+        &system,
+        &["policy loaded from the compile cache", &digest_field],
+        1,
+    )
+    .await;
+    assert_eq!(
+        log_lines(&system, &["policy compiled", &digest_field]),
+        1,
+        "compiled by the first controller only"
+    );
+
     // Deleting a labelled template goes through the default's deletion.
     system
         .templates()
@@ -131,6 +159,8 @@ async fn a_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
         .await
         .expect("delete");
     system.wait_gone("refused").await;
+    let _ = restarted.kill();
+    let _ = restarted.wait();
     delete_policies(&system, &[&layer]).await;
     system.shutdown().await;
 }

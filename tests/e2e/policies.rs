@@ -1183,7 +1183,7 @@ async fn twenty_swaps_under_load_lose_no_reconcile_and_a_bad_candidate_never_dec
 }
 
 /// Lines of the controller's log containing every one of `needles`.
-fn log_lines(system: &System, needles: &[&str]) -> usize {
+pub(crate) fn log_lines(system: &System, needles: &[&str]) -> usize {
     system
         .all_logs()
         .lines()
@@ -1193,7 +1193,7 @@ fn log_lines(system: &System, needles: &[&str]) -> usize {
 
 /// Wait (60 s at most) until at least `count` lines of the controller's log
 /// contain every one of `needles`.
-async fn wait_log_lines(system: &System, needles: &[&str], count: usize) {
+pub(crate) async fn wait_log_lines(system: &System, needles: &[&str], count: usize) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while log_lines(system, needles) < count {
         assert!(
