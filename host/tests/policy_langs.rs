@@ -10,24 +10,10 @@
 //! if set), both kept between runs, so only the first run downloads. If a
 //! tool cannot be installed the test fails and says so: it never skips.
 
+use radwasm_test_support::{output_text as text, repository as repo};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repo root")
-        .to_path_buf()
-}
 
 /// Where the installed tools are cached between runs.
 fn tools_dir() -> PathBuf {

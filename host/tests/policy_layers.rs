@@ -8,13 +8,10 @@ use std::path::PathBuf;
 use radwasm::policy::{DecisionError, Limits, LoadedPolicy, PolicyEngine, embedded};
 use radwasm_policy_model::cases::{check, load_cases};
 use radwasm_policy_model::{ObjectMeta, Observation, ResourceObservation, TemplateObservation};
+use radwasm_test_support::repository;
 
 fn guest(name: &str) -> PathBuf {
     PathBuf::from(env!("RADWASM_GUEST_DIR")).join(format!("{name}.wasm"))
-}
-
-fn repository() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn engine() -> PolicyEngine {

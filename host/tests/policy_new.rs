@@ -14,6 +14,7 @@
 //! set), kept between runs, so only the first run compiles the SDK's
 //! dependencies.
 
+use radwasm_test_support::{output_text as text, repository as repo};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
@@ -23,21 +24,6 @@ fn radwasm(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run radwasm")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repo root")
-        .to_path_buf()
 }
 
 fn scaffold_target_dir() -> PathBuf {

@@ -3,6 +3,7 @@
 //! `radwasm policy replay` and `radwasm policy record-to-case` run as the
 //! real binary.
 
+use radwasm_test_support::{output_text as text, repository as repo};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -18,21 +19,6 @@ fn radwasm(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run radwasm")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repo root")
-        .to_path_buf()
 }
 
 fn guest(name: &str) -> String {

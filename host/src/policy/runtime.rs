@@ -570,6 +570,29 @@ impl Exports {
     }
 }
 
+/// A 0.4 layer's decision for one kind: the base decides first, then the
+/// layer is given the observation and the base's plan.
+macro_rules! layer_decide {
+    ($policy:expr, $indices:expr, $observation:expr, $base_decide:ident, $kind:literal,
+     $observation_to_wit:ident, $plan_to_wit:ident, $plan_from_wit:ident) => {{
+        let policy = $policy;
+        let base = policy.base_decision(|base| base.$base_decide($observation), $kind)?;
+        let input = convert::v0_4::$observation_to_wit($observation.clone());
+        let below = convert::v0_4::$plan_to_wit(base.plan.clone());
+        let (result, state) = policy.run(|store, instance| {
+            let guest = $indices.load(&mut *store, instance)?;
+            guest.call_decide(&mut *store, &input, &below)
+        })?;
+        let top = policy.finish(
+            result
+                .map(convert::v0_4::$plan_from_wit)
+                .map_err(convert::v0_4::policy_error_from_wit),
+            state,
+        );
+        policy.stack_on(base, top)
+    }};
+}
+
 impl LoadedPolicy {
     /// What the guest's `describe` said at load time.
     pub fn description(&self) -> &model::Description {
@@ -720,25 +743,16 @@ impl LoadedPolicy {
                 Some(Role::Policy(indices)) => {
                     decide!(Some(indices), v0_4)
                 }
-                Some(Role::Layer(indices)) => {
-                    let base = self.base_decision(
-                        |base| base.decide_template(observation),
-                        "DeploymentTemplate",
-                    )?;
-                    let input = convert::v0_4::template_observation_to_wit(observation.clone());
-                    let below = convert::v0_4::template_plan_to_wit(base.plan.clone());
-                    let (result, state) = self.run(|store, instance| {
-                        let guest = indices.load(&mut *store, instance)?;
-                        guest.call_decide(&mut *store, &input, &below)
-                    })?;
-                    let top = self.finish(
-                        result
-                            .map(convert::v0_4::template_plan_from_wit)
-                            .map_err(convert::v0_4::policy_error_from_wit),
-                        state,
-                    );
-                    self.stack_on(base, top)
-                }
+                Some(Role::Layer(indices)) => layer_decide!(
+                    self,
+                    indices,
+                    observation,
+                    decide_template,
+                    "DeploymentTemplate",
+                    template_observation_to_wit,
+                    template_plan_to_wit,
+                    template_plan_from_wit
+                ),
                 None => self.base_decision(
                     |base| base.decide_template(observation),
                     "DeploymentTemplate",
@@ -776,25 +790,16 @@ impl LoadedPolicy {
                 Some(Role::Policy(indices)) => {
                     decide!(Some(indices), v0_4)
                 }
-                Some(Role::Layer(indices)) => {
-                    let base = self.base_decision(
-                        |base| base.decide_resource(observation),
-                        "DeploymentResource",
-                    )?;
-                    let input = convert::v0_4::resource_observation_to_wit(observation.clone());
-                    let below = convert::v0_4::resource_plan_to_wit(base.plan.clone());
-                    let (result, state) = self.run(|store, instance| {
-                        let guest = indices.load(&mut *store, instance)?;
-                        guest.call_decide(&mut *store, &input, &below)
-                    })?;
-                    let top = self.finish(
-                        result
-                            .map(convert::v0_4::resource_plan_from_wit)
-                            .map_err(convert::v0_4::policy_error_from_wit),
-                        state,
-                    );
-                    self.stack_on(base, top)
-                }
+                Some(Role::Layer(indices)) => layer_decide!(
+                    self,
+                    indices,
+                    observation,
+                    decide_resource,
+                    "DeploymentResource",
+                    resource_observation_to_wit,
+                    resource_plan_to_wit,
+                    resource_plan_from_wit
+                ),
                 None => self.base_decision(
                     |base| base.decide_resource(observation),
                     "DeploymentResource",

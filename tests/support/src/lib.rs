@@ -4,8 +4,31 @@
 //! the same files included by `#[path]` into each.
 //!
 //! * [`registry`]: a loopback OCI registry (CNCF distribution).
+//! * [`output_text`] and [`repository`]: a command's output as text, and
+//!   the checkout's root.
 //! * [`realkube`]: a real Kubernetes control plane (etcd, kube-apiserver and
 //!   kube-controller-manager) on loopback.
 
 pub mod realkube;
 pub mod registry;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// A finished command's stdout then stderr, as text: what a test prints
+/// when the command did not do what it should.
+pub fn output_text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The root of the repository checkout the tests run in.
+pub fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the repository root")
+}
