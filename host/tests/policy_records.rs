@@ -5,7 +5,7 @@
 
 use radwasm_test_support::{output_text as text, repository as repo};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
