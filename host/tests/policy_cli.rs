@@ -2,7 +2,7 @@
 //! codes and messages.
 
 use radwasm_test_support::{output_text as text, repository as repo};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn radwasm(args: &[&str]) -> Output {
