@@ -338,26 +338,8 @@ fn native_decide(observation: &model::Observation) -> Result<model::Plan, model:
     }
 }
 
-/// The contract's WIT files, as the binary was built with them: where each
-/// goes under the directory `policy wit` writes, and its text.
-pub const WIT_FILES: [(&str, &str); 4] = [
-    ("policy.wit", include_str!("../../../wit/policy.wit")),
-    (
-        "v0.3/policy.wit",
-        include_str!("../../../wit/v0.3/policy.wit"),
-    ),
-    (
-        "v0.2/policy.wit",
-        include_str!("../../../wit/v0.2/policy.wit"),
-    ),
-    (
-        "v0.1/policy.wit",
-        include_str!("../../../wit/v0.1/policy.wit"),
-    ),
-];
-
 fn write_wit(dir: &Path) -> anyhow::Result<ExitCode> {
-    for (name, text) in WIT_FILES {
+    for (name, text) in policy::wit::FILES {
         let path = dir.join(name);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)

@@ -551,7 +551,7 @@ const CASES: [(&str, &str); 6] = [
 
 /// The contract's current WIT, where a Python or JavaScript scaffold keeps
 /// it (the file `radwasm policy wit` writes as `policy.wit`).
-const SCAFFOLD_WIT: (&str, &str) = ("wit/policy.wit", super::policy::WIT_FILES[0].1);
+const SCAFFOLD_WIT: (&str, &str) = ("wit/policy.wit", crate::policy::wit::CURRENT);
 
 /// The files of a scaffold in `lang` other than Rust, for `name`.
 pub fn render_other(name: &str, lang: Lang) -> Vec<ScaffoldFile> {
@@ -1126,7 +1126,7 @@ mod tests {
 
     #[test]
     fn python_and_js_scaffolds_carry_the_current_wit_the_cases_and_their_name() {
-        assert_eq!(super::super::policy::WIT_FILES[0].0, "policy.wit");
+        assert_eq!(crate::policy::wit::FILES[0].0, "policy.wit");
         for lang in [Lang::Python, Lang::Js] {
             let files = render_other("team-guard", lang);
             for file in &files {

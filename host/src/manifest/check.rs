@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::parameters::{GivenParameter, GivenValue};
+use super::template::declared_parameters;
 use crate::radius::parameters::text_as_declared_type;
 
 /// The parameters a manifest carries, as text, and which of them are secure.
@@ -12,14 +13,6 @@ pub struct CheckedParameters {
     /// Declared name (the template's spelling) and the value as text.
     pub values: Vec<(String, String)>,
     pub secure: Vec<String>,
-}
-
-pub(super) fn declared_parameters(template: &Value) -> Vec<(&String, &Value)> {
-    template
-        .get("parameters")
-        .and_then(Value::as_object)
-        .map(|declared| declared.iter().collect())
-        .unwrap_or_default()
 }
 
 /// Check every given parameter against the template's declarations: known

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::Value;
 
-use super::check::declared_parameters;
-use super::template::run_bicep_cli;
+use super::template::{declared_parameters, run_bicep_cli};
 
 /// One `--parameters` argument, in the forms `rad deploy` accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]

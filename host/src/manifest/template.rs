@@ -144,3 +144,12 @@ mod tests {
         assert_eq!(find_on_path("bicep", None), None);
     }
 }
+
+/// The parameters an ARM template declares (`parameters`), by name.
+pub(super) fn declared_parameters(template: &Value) -> Vec<(&String, &Value)> {
+    template
+        .get("parameters")
+        .and_then(Value::as_object)
+        .map(|declared| declared.iter().collect())
+        .unwrap_or_default()
+}

@@ -14,6 +14,7 @@ mod sandbox;
 pub mod slot;
 pub mod source;
 pub mod validate;
+pub mod wit;
 
 pub use compile_cache::{COMPILED_KEPT, DiskCacheConfig, LoadCounter, LoadLabels, LoadOutcome};
 pub use options::EngineOptions;

@@ -18,8 +18,6 @@ use std::fmt;
 
 use wasmtime::{Enabled, PoolingAllocationConfig};
 
-use super::runtime::Limits;
-
 /// Per-guest limits of the instance pool (`--max-core-instances-per-policy`
 /// and friends). Each is checked against its cap by [`PoolLimits::check`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +83,7 @@ impl PoolLimits {
     }
 }
 
-/// The pooling allocator for `limits.concurrent_decisions` decisions at
+/// The pooling allocator for `concurrent_decisions` decisions at
 /// once, each of a guest within `pool`.
 ///
 /// Core instances cost nothing up front (the pool only counts them), so
@@ -95,8 +93,12 @@ impl PoolLimits {
 /// free): two memories and eight tables a decision, as before, which the
 /// interpreted guests above fit with room to spare; at least one guest of
 /// the largest size allowed fits whatever the concurrency.
-pub fn pooling_config(limits: &Limits, pool: &PoolLimits) -> PoolingAllocationConfig {
-    let concurrent = limits.concurrent_decisions.max(1);
+pub fn pooling_config(
+    concurrent_decisions: u32,
+    memory_bytes: usize,
+    pool: &PoolLimits,
+) -> PoolingAllocationConfig {
+    let concurrent = concurrent_decisions.max(1);
     let mut config = PoolingAllocationConfig::default();
     config
         .total_component_instances(concurrent)
@@ -115,7 +117,7 @@ pub fn pooling_config(limits: &Limits, pool: &PoolLimits) -> PoolingAllocationCo
         .max_tables_per_module(pool.tables)
         .table_elements(usize::try_from(pool.table_elements).unwrap_or(usize::MAX))
         .total_stacks(concurrent)
-        .max_memory_size(limits.memory_bytes)
+        .max_memory_size(memory_bytes)
         // Reset the first pages of each memory and table by hand instead
         // of returning them to the kernel: a decision touches the same few
         // pages every time, and refaulting them costs more than the memset

@@ -161,7 +161,11 @@ impl PolicyEngine {
     /// load counter.
     pub fn with_options(limits: Limits, options: EngineOptions) -> anyhow::Result<Self> {
         options.pool.check().map_err(anyhow::Error::msg)?;
-        let pool = pool::pooling_config(&limits, &options.pool);
+        let pool = pool::pooling_config(
+            limits.concurrent_decisions,
+            limits.memory_bytes,
+            &options.pool,
+        );
 
         let mut config = Config::new();
         config
