@@ -102,6 +102,15 @@ pub(super) fn run_bicep_cli(subcommand: &str, file: &Path) -> anyhow::Result<Str
         .with_context(|| format!("{}: `bicep {subcommand}` printed no UTF-8", file.display()))
 }
 
+/// The parameters an ARM template declares (`parameters`), by name.
+pub(super) fn declared_parameters(template: &Value) -> Vec<(&String, &Value)> {
+    template
+        .get("parameters")
+        .and_then(Value::as_object)
+        .map(|declared| declared.iter().collect())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,13 +152,4 @@ mod tests {
         assert_eq!(find_on_path("bicep", Some(&path)), Some(program));
         assert_eq!(find_on_path("bicep", None), None);
     }
-}
-
-/// The parameters an ARM template declares (`parameters`), by name.
-pub(super) fn declared_parameters(template: &Value) -> Vec<(&String, &Value)> {
-    template
-        .get("parameters")
-        .and_then(Value::as_object)
-        .map(|declared| declared.iter().collect())
-        .unwrap_or_default()
 }
