@@ -253,7 +253,7 @@ fn every_fixture_case_validates_against_the_committed_schemas() {
     for dir in [
         "guests/default-policy/cases",
         "guests/image-tag-guardrail/cases",
-        "host/src/cli/scaffold/cases",
+        "guests/team-label-layer/cases",
     ] {
         let mut files = Vec::new();
         case_files(&repo().join(dir), &mut files);
