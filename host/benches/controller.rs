@@ -67,6 +67,9 @@ use tokio::sync::watch;
 /// The `ReconcilePolicy` scenarios (`swap`, `shadow`, `selection`).
 #[path = "controller/policies.rs"]
 mod policies;
+/// The real API server's own counters, peak memory and CPU profiles.
+#[path = "controller/server_side.rs"]
+mod server_side;
 
 /// The real control plane, shared with the e2e tests.
 use radwasm_test_support::realkube;
@@ -119,6 +122,9 @@ struct Options {
     drift_resync: Option<String>,
     /// `resync`: the `--drift-resync` settings measured, in order.
     resync_settings: Vec<String>,
+    /// `scale` on the real API server: write kube-apiserver CPU profiles
+    /// of each phase here.
+    apiserver_profile: Option<PathBuf>,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -139,6 +145,7 @@ fn options() -> anyhow::Result<Options> {
         policies: 100,
         drift_resync: None,
         resync_settings: vec!["0".into(), "60s".into(), "15s".into()],
+        apiserver_profile: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -164,6 +171,13 @@ fn options() -> anyhow::Result<Options> {
             "--module-file" => {
                 options.module_file =
                     Some(args.next().context("--module-file needs a path")?.into())
+            }
+            "--apiserver-profile" => {
+                options.apiserver_profile = Some(
+                    args.next()
+                        .context("--apiserver-profile needs a directory")?
+                        .into(),
+                )
             }
             "--rounds" => options.rounds = number("--rounds")?.max(1) as usize,
             "--policies" => options.policies = number("--policies")?.max(1) as usize,
@@ -195,7 +209,7 @@ fn options() -> anyhow::Result<Options> {
                 options.benches.push(arg)
             }
             other => bail!(
-                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both, --real-apiserver"
+                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both, --real-apiserver, --apiserver-profile DIR"
             ),
         }
     }
@@ -591,6 +605,31 @@ impl Stage {
         }
     }
 
+    /// The real API server's side of a phase, from now on (`None` on the
+    /// embedded one).
+    async fn server_phase(
+        &self,
+        options: &Options,
+        name: &str,
+    ) -> anyhow::Result<Option<server_side::Phase>> {
+        match &self.apiserver {
+            ApiServer::Embedded(..) => Ok(None),
+            ApiServer::Real(_) => Ok(Some(
+                server_side::Phase::start(&self.client, options.apiserver_profile.as_deref(), name)
+                    .await?,
+            )),
+        }
+    }
+
+    /// The peak RSS of each control-plane process so far (none on the
+    /// embedded API server, which shares this process).
+    fn server_peak_rss(&self) -> Vec<(String, f64)> {
+        match &self.apiserver {
+            ApiServer::Embedded(..) => Vec::new(),
+            ApiServer::Real(cluster) => server_side::peak_rss(&cluster.pids()),
+        }
+    }
+
     /// CPU seconds so far of the stand-ins and this process's watches: this
     /// process (the simulator, the embedded API server) and, on the real
     /// server, etcd, kube-apiserver and kube-controller-manager.
@@ -981,6 +1020,13 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
         stats.deployment_puts,
     );
     run.requests.print_per(count);
+    if let Some(load) = &run.server_load {
+        load.print_per("create", count);
+        println!(
+            "  peak RSS at all Ready: {}",
+            server_side::format_mib(&run.server_peak_rss)
+        );
+    }
 
     // Idle: nothing changes. What the controller spends and sends: with
     // drift checks on, one GET per DeploymentResource per interval (the
@@ -1065,6 +1111,7 @@ async fn delete_all(
     let stand_ins_before = stage.stand_ins_cpu();
     let server_before = stage.server_cpu();
     let requests_before = controller.metrics().await?;
+    let server_phase = stage.server_phase(options, "delete").await?;
     println!(
         "delete: the {count} templates, one DELETE each, {} at a time (background propagation)",
         options.apply_concurrency
@@ -1158,6 +1205,10 @@ async fn delete_all(
     let stand_ins = stage.stand_ins_cpu() - stand_ins_before;
     let server_cpu = cpu_between(&server_before, &stage.server_cpu());
     let requests = RequestCounts::between(&requests_before, &controller.metrics().await?);
+    let server_load = match server_phase {
+        Some(phase) => Some(phase.finish().await?),
+        None => None,
+    };
     let secs = |d: Option<Duration>| d.unwrap_or_default().as_secs_f64();
 
     let ready = run.resources_ready;
@@ -1198,6 +1249,13 @@ async fn delete_all(
     }
     println!("delete phase:");
     requests.print_per(count);
+    if let Some(load) = &server_load {
+        load.print_per("delete", count);
+        println!(
+            "  peak RSS at all gone: {}",
+            server_side::format_mib(&stage.server_peak_rss())
+        );
+    }
     Ok(())
 }
 
@@ -1218,6 +1276,10 @@ struct ScaleRun {
     server_cpu: Vec<(String, f64)>,
     /// What the controller sent from the first create until all was Ready.
     requests: RequestCounts,
+    /// What the real API server served meanwhile.
+    server_load: Option<server_side::ServerLoad>,
+    /// Each control-plane process's peak RSS at the end.
+    server_peak_rss: Vec<(String, f64)>,
 }
 
 /// One warm-up template, then `options.templates` templates of 3 resources
@@ -1242,6 +1304,7 @@ async fn scale_run(
     let stand_ins_before = stage.stand_ins_cpu();
     let server_before = stage.server_cpu();
     let requests_before = controller.metrics().await?;
+    let server_phase = stage.server_phase(options, "create").await?;
 
     if verbose {
         println!(
@@ -1320,6 +1383,10 @@ async fn scale_run(
         return Err(error.context(controller.log_tail()));
     }
     let requests = RequestCounts::between(&requests_before, &controller.metrics().await?);
+    let server_load = match server_phase {
+        Some(phase) => Some(phase.finish().await?),
+        None => None,
+    };
     Ok(ScaleRun {
         templates_ready,
         resources_ready,
@@ -1330,6 +1397,8 @@ async fn scale_run(
         apiserver_rss_mib: apiserver_rss,
         server_cpu,
         requests,
+        server_load,
+        server_peak_rss: stage.server_peak_rss(),
     })
 }
 

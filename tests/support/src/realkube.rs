@@ -462,7 +462,9 @@ impl RealCluster {
             format!("--service-account-key-file={}", path(&sa_pub)),
             format!("--service-account-signing-key-file={}", path(&sa_key)),
             format!("--service-cluster-ip-range={SERVICE_CIDR}"),
-            "--profiling=false".to_string(),
+            // Upstream's default: `/debug/pprof` for the admin, which the
+            // controller benchmark reads to profile the API server's side.
+            "--profiling=true".to_string(),
             format!("--audit-policy-file={}", path(&audit_policy)),
             format!("--audit-log-path={}", path(&d.join(AUDIT_LOG))),
             "--audit-log-format=json".to_string(),
