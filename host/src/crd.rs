@@ -250,15 +250,6 @@ pub struct DeploymentTemplateStatus {
     /// Generation of the spec the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// The template last deployed successfully.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub template: Option<String>,
-    /// The parameters last deployed successfully.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<String>,
-    /// The provider config last deployed successfully.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider_config: Option<ProviderConfig>,
     /// Radius id of the last deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,

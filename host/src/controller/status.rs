@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time}
 use radwasm_policy_model as model;
 use serde::Serialize;
 
-use crate::crd::{FailedRequest, LastFailure, PolicyRef, ProviderConfig, ResourceOperation};
+use crate::crd::{FailedRequest, LastFailure, PolicyRef, ResourceOperation};
 
 /// The fields of either kind's status a reconcile may write.
 #[derive(Debug, Default, Clone, PartialEq, Serialize)]
@@ -25,13 +25,6 @@ pub struct StatusPatch {
     pub id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_hash: Option<String>,
-    /// The deployed copy of the spec, kept with `statusHash`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub template: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub provider_config: Option<Option<ProviderConfig>>,
     /// Radius id of the last deployment.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
@@ -78,30 +71,16 @@ impl<'a> Current<'a> {
     }
 }
 
-/// The spec as deployed, copied into status when its hash is recorded.
-pub struct DeployedSpec<'a> {
-    pub hash: &'a str,
-    pub template: &'a str,
-    pub parameters: &'a str,
-    /// Its provider config as text (`spec.providerConfig`); read only when
-    /// the copy is kept.
-    pub provider_config: &'a str,
-}
-
 impl StatusPatch {
     /// True if nothing would be sent.
     pub fn is_empty(&self) -> bool {
         *self == StatusPatch::default()
     }
 
-    /// Fold a template policy's `set-status` into this patch. When the hash
-    /// recorded is the observed spec's, a copy of that spec is kept with it.
-    pub fn template_update(
-        &mut self,
-        current: &Current<'_>,
-        update: &model::TemplateStatusUpdate,
-        spec: &DeployedSpec<'_>,
-    ) {
+    /// Fold a template policy's `set-status` into this patch. The spec its
+    /// `statusHash` stands for is not copied: every status write would carry
+    /// the whole ARM template twice through the API server.
+    pub fn template_update(&mut self, current: &Current<'_>, update: &model::TemplateStatusUpdate) {
         self.common(
             current,
             update.phase.map(|p| p.as_str()),
@@ -114,11 +93,6 @@ impl StatusPatch {
         }
         if let Some(hash) = &update.status_hash {
             self.status_hash = Some(hash.clone());
-            if hash == spec.hash {
-                self.template = Some(spec.template.to_string());
-                self.parameters = Some(spec.parameters.to_string());
-                self.provider_config = Some(serde_json::from_str(spec.provider_config).ok());
-            }
         }
         if let Some(ids) = &update.output_resources {
             self.output_resources = Some(ids.clone());
@@ -350,13 +324,6 @@ mod tests {
         }
     }
 
-    const NO_SPEC: DeployedSpec<'static> = DeployedSpec {
-        hash: "h-now",
-        template: "{}",
-        parameters: "",
-        provider_config: "",
-    };
-
     #[test]
     fn a_condition_keeps_its_transition_time_until_its_status_changes() {
         let first = merge_conditions(
@@ -427,7 +394,6 @@ mod tests {
                 clear_operation: true,
                 ..Default::default()
             },
-            &NO_SPEC,
         );
         let body = patch.to_body();
         assert_eq!(
@@ -449,7 +415,6 @@ mod tests {
                 message: Some("deploying".into()),
                 ..Default::default()
             },
-            &NO_SPEC,
         );
         assert_eq!(
             template.observed_generation, None,
@@ -461,7 +426,6 @@ mod tests {
                 observed_generation: Some(6),
                 ..Default::default()
             },
-            &NO_SPEC,
         );
         assert_eq!(template.observed_generation, Some(6));
 
@@ -492,41 +456,23 @@ mod tests {
     }
 
     #[test]
-    fn recording_the_deployed_hash_keeps_a_copy_of_that_spec_only() {
-        let config = ProviderConfig::radius("/planes/radius/local/resourceGroups/g");
-        let spec = DeployedSpec {
-            hash: "h-now",
-            template: "{\"resources\":{}}",
-            parameters: "{}",
-            provider_config: &serde_json::to_string(&config).expect("a provider config"),
-        };
+    fn recording_the_deployed_hash_writes_the_hash_and_no_copy_of_the_spec() {
         let current = Current {
             conditions: &[],
             generation: Some(2),
         };
-        let mut older = StatusPatch::default();
-        older.template_update(
-            &current,
-            &model::TemplateStatusUpdate {
-                status_hash: Some("h-before".into()),
-                ..Default::default()
-            },
-            &spec,
-        );
-        assert_eq!(older.status_hash.as_deref(), Some("h-before"));
-        assert_eq!(older.template, None, "not the spec observed");
-
-        let mut this = StatusPatch::default();
-        this.template_update(
+        let mut patch = StatusPatch::default();
+        patch.template_update(
             &current,
             &model::TemplateStatusUpdate {
                 status_hash: Some("h-now".into()),
                 ..Default::default()
             },
-            &spec,
         );
-        assert_eq!(this.template.as_deref(), Some("{\"resources\":{}}"));
-        assert_eq!(this.provider_config, Some(Some(config)));
+        assert_eq!(
+            patch.to_body(),
+            serde_json::json!({"status": {"statusHash": "h-now"}})
+        );
     }
 
     #[test]

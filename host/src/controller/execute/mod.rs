@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::deployment_records;
 use super::object::{Executed, Reconciled, key};
-use super::status::{Current, DeployedSpec, StatusPatch};
+use super::status::{Current, StatusPatch};
 use super::writes::{Finalizer, send_write, set_finalizer, write_status, write_status_at};
 use super::{Context, Error, OWNER_NAME_LABEL, OWNER_UID_LABEL};
 use crate::crd::{
@@ -44,12 +44,6 @@ pub async fn template_plan(
     actions: &[TemplateAction],
 ) -> Result<Executed, Error> {
     let current = Current::of(object);
-    let spec = DeployedSpec {
-        hash: &observation.spec_hash,
-        template: &observation.spec.template,
-        parameters: &observation.spec.parameters,
-        provider_config: &observation.spec.provider_config,
-    };
     let mut patch = StatusPatch::default();
     patch.track_failures(
         observation.operation.as_ref(),
@@ -135,7 +129,6 @@ pub async fn template_plan(
                     patch: &mut patch,
                     rest: &actions[index + 1..],
                     current: &current,
-                    spec: &spec,
                     policy,
                 };
                 match start_deployment(ctx, object, observation, deployment).await? {
@@ -156,7 +149,7 @@ pub async fn template_plan(
                 }
             }
             TemplateAction::SetStatus(_) if written_ahead.is_some() => {}
-            TemplateAction::SetStatus(update) => patch.template_update(&current, update, &spec),
+            TemplateAction::SetStatus(update) => patch.template_update(&current, update),
             TemplateAction::EmitEvent(event) => emit(ctx, object, event).await,
             TemplateAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
         }
@@ -346,7 +339,6 @@ struct Deployment<'a> {
     /// The plan's actions after this one.
     rest: &'a [TemplateAction],
     current: &'a Current<'a>,
-    spec: &'a DeployedSpec<'a>,
     policy: &'a PolicyRef,
 }
 
@@ -374,7 +366,6 @@ async fn start_deployment(
         patch,
         rest,
         current,
-        spec,
         policy,
     } = deployment;
     let deployment_id = deployment_id(start);
@@ -409,7 +400,7 @@ async fn start_deployment(
     let record = whole.operation.clone();
     for action in rest {
         if let TemplateAction::SetStatus(update) = action {
-            whole.template_update(current, update, spec);
+            whole.template_update(current, update);
         }
     }
     let keeps_record = whole.operation == record;
