@@ -17,11 +17,16 @@ pub(super) fn api<K: Reconciled>(ctx: &Context, object: &K) -> Api<K> {
     Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default())
 }
 
+/// What a write asks the API server to answer with: the written object's
+/// metadata only (`PartialObjectMetadata`), else the object. The controller
+/// needs only the new resourceVersion, and the watch brings the object
+/// anyway; a server that knows the form is spared encoding the whole
+/// object, its ARM template included, once more per write.
+const METADATA_ONLY: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
+
 /// Send a write built by kube's request builder for `api`, and read back
-/// only the version it left. kube's typed calls decode the whole object the
-/// API server answers with (a template carries its ARM template twice, in
-/// spec and in status); the controller needs only its new resourceVersion,
-/// and the watch brings the object anyway.
+/// only the version it left ([`METADATA_ONLY`]).
 pub(super) async fn send_write<K: Reconciled>(
     ctx: &Context,
     api: &Api<K>,
@@ -33,8 +38,12 @@ pub(super) async fn send_write<K: Reconciled>(
     struct Written {
         metadata: ObjectMeta,
     }
-    let request =
+    let mut request =
         build(&kube::core::Request::new(api.resource_url())).map_err(kube::Error::BuildRequest)?;
+    request.headers_mut().insert(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static(METADATA_ONLY),
+    );
     let written: Written = ctx.client.request(request).await?;
     Ok(written.metadata.resource_version)
 }
