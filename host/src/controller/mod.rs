@@ -468,6 +468,7 @@ pub async fn run(
     let (template_store, template_writer) = reflector::store();
     let template_trigger = watcher(templates, watched.clone())
         .default_backoff()
+        .modify(drop_managed_fields)
         .inspect_ok(forget_deleted::<DeploymentTemplate>(ctx.clone()))
         .reflect(template_writer)
         .inspect_ok({
@@ -498,6 +499,7 @@ pub async fn run(
     let (resource_store, resource_writer) = reflector::store();
     let resource_trigger = watcher(resources, watched)
         .default_backoff()
+        .modify(drop_managed_fields)
         .inspect_ok(forget_deleted::<DeploymentResource>(ctx.clone()))
         .reflect(resource_writer)
         // After the cache, so a child the index names is in the cache; and
@@ -652,6 +654,13 @@ fn received<T: Send + 'static>(
 
 /// The object a watch event is about: one applied or deleted, or none (the
 /// markers of a re-list).
+/// The cached copies keep no `managedFields`: nothing here reads them
+/// (every write is a merge patch), and at some hundreds of bytes an object
+/// they are a large share of the cache.
+fn drop_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
 fn touched<K>(event: &watcher::Event<K>) -> Option<&K> {
     match event {
         watcher::Event::Apply(object)
