@@ -102,20 +102,18 @@ fn watch_key(labels: &BTreeMap<&str, &str>) -> Option<String> {
         .map(|r| r.to_string())
 }
 
-/// etcd requests kube-apiserver sent, as `operation type` (`get
+/// etcd requests kube-apiserver sent, as `operation resource` (`get
 /// deploymenttemplates.radapp.io`): a write that met a stale cached object
-/// reads the current one from etcd and applies again.
+/// reads the current one from etcd and applies again. (Older servers label
+/// the resource `type`.)
 fn etcd_key(labels: &BTreeMap<&str, &str>) -> Option<String> {
-    Some(format!(
-        "{} {}",
-        labels.get("operation")?,
-        labels.get("type")?
-    ))
+    let resource = labels.get("resource").or_else(|| labels.get("type"))?;
+    Some(format!("{} {resource}", labels.get("operation")?))
 }
 
 /// What kube-apiserver served between two scrapes.
 pub struct ServerLoad {
-    /// `operation type` → etcd requests.
+    /// `operation resource` → etcd requests.
     etcd: BTreeMap<String, f64>,
     /// `VERB resource[/sub]` → (requests, seconds spent serving them).
     requests: BTreeMap<String, (f64, f64)>,
