@@ -114,22 +114,10 @@ fn identity() -> String {
         .unwrap_or_else(|| format!("radwasm-{}", std::process::id()))
 }
 
+/// A duration on the command line: `500ms`, `2s`, `10m`, `1h 30m`, or `0`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map(|at| text.split_at(at))
-        .unwrap_or((text, "s"));
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 500ms, 2s or 1m"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use ms, s or m)")),
-    };
-    Ok(Duration::from_secs_f64(seconds))
+    humantime::parse_duration(text.trim())
+        .map_err(|error| format!("{text:?} is not a duration like 500ms, 2s or 10m: {error}"))
 }
 
 /// Load kube config from a path, or infer it.
@@ -450,4 +438,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Err(error) => Err(error).context("the leader election task failed"),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_the_flags_documentation_writes_them() {
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration(" 2s "), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        let error = parse_duration("2 fortnights").unwrap_err();
+        assert!(error.contains("\"2 fortnights\" is not a duration"), "{error}");
+    }
 }
