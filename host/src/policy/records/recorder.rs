@@ -61,6 +61,9 @@ impl Default for RecordArgs {
 
 /// A byte size: a number with an optional `B`, `KiB`, `MiB` or `GiB`
 /// suffix (`K`, `M`, `G` accepted too).
+///
+/// Not the `bytesize` crate: it reads `16M` as 16,000,000 bytes, where this
+/// flag has always read it as 16 MiB.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let split = text
