@@ -40,7 +40,11 @@
 //! kube-controller-manager built from their Go modules and started on
 //! loopback by the `realkube` harness the e2e tests use too, from
 //! `radwasm-test-support`; `--real-apiserver` says
-//! the same) or `both`, one after the other in the same run. `--drift-resync D` is passed to every controller
+//! the same) or `both`, one after the other in the same run. On the real
+//! server `scale` also prints kube-apiserver's own counters for each phase
+//! and each control-plane process's peak RSS, and with
+//! `--apiserver-profile DIR` writes kube-apiserver CPU profiles of each
+//! phase there (`controller/server_side.rs`). `--drift-resync D` is passed to every controller
 //! started (except `resync`'s own settings); without it each runs with
 //! `radwasm run`'s default. The Radius simulator runs in this process on
 //! 127.0.0.1 and stops with it; the controller is a separate process so its

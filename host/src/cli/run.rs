@@ -255,8 +255,8 @@ impl ControllerHost {
         // On a worker of the runtime rather than on the thread that blocks
         // on it (`radwasm run`'s main thread): each reconcile the controllers
         // spawn then starts on the worker that spawned it, instead of waking
-        // a worker from another thread. About a tenth less CPU
-        // (docs/benchmarks.md, "Controllers on a worker").
+        // a worker from another thread. About a tenth less CPU when it was
+        // measured (in the history of docs/benchmarks.md).
         let controllers = tokio::spawn(controller::run(
             self.ctx.clone(),
             self.options.clone(),
@@ -452,6 +452,9 @@ mod tests {
         assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
         assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
         let error = parse_duration("2 fortnights").unwrap_err();
-        assert!(error.contains("\"2 fortnights\" is not a duration"), "{error}");
+        assert!(
+            error.contains("\"2 fortnights\" is not a duration"),
+            "{error}"
+        );
     }
 }
