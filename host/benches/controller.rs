@@ -5,7 +5,8 @@
 //!   condition is observed through a watch, for Radius deployments taking
 //!   T = 0.2 s, 1 s and 5 s; once with the default policy's polling and once
 //!   with polling on a fixed 5-second interval (the shipped Radius controller).
-//! * `scale`: 1,000 templates of 3 resources each, applied at once, until all
+//! * `scale`: 1,000 templates of 3 resources each (`--resources 1-3`: 1, 2
+//!   and 3 in turn), applied at once, until all
 //!   are Ready; wall time and the controller's peak RSS (`VmHWM`); then its
 //!   CPU and Radius requests while idle, and after a SIGKILL and restart the
 //!   time until it is idle again and what it sent to Radius meanwhile; last,
@@ -25,7 +26,7 @@
 //!
 //! ```sh
 //! cargo bench -p radwasm --bench controller -- time-to-ready [--reps 5] [--apiserver both]
-//! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000] [--retry-after-secs 0] [--idle-secs 30] [--apiserver both]
+//! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000] [--retry-after-secs 0] [--idle-secs 30] [--resources 3|1-3] [--apiserver both] [--apiserver-profile DIR]
 //! cargo bench -p radwasm --bench controller -- resync [--templates 1000] [--resync-settings 0,60s,15s] [--idle-secs 30]
 //! cargo bench -p radwasm --bench controller -- swap [--swaps 20] [--module-kib 2048] [--swap-templates 10] [--module-file F.wasm]
 //! cargo bench -p radwasm --bench controller -- shadow selection [--templates 1000] [--rounds 3] [--policies 100]
@@ -124,6 +125,8 @@ struct Options {
     policies: usize,
     /// `--drift-resync` for the controllers started; `None`: their default.
     drift_resync: Option<String>,
+    /// `scale`: how many resources each template deploys.
+    resources: Spread,
     /// `resync`: the `--drift-resync` settings measured, in order.
     resync_settings: Vec<String>,
     /// `scale` on the real API server: write kube-apiserver CPU profiles
@@ -148,6 +151,7 @@ fn options() -> anyhow::Result<Options> {
         rounds: 3,
         policies: 100,
         drift_resync: None,
+        resources: Spread::EVERY_THREE,
         resync_settings: vec!["0".into(), "60s".into(), "15s".into()],
         apiserver_profile: None,
     };
@@ -175,6 +179,10 @@ fn options() -> anyhow::Result<Options> {
             "--module-file" => {
                 options.module_file =
                     Some(args.next().context("--module-file needs a path")?.into())
+            }
+            "--resources" => {
+                options.resources =
+                    Spread::parse(&args.next().context("--resources needs N or A-B")?)?
             }
             "--apiserver-profile" => {
                 options.apiserver_profile = Some(
@@ -213,7 +221,7 @@ fn options() -> anyhow::Result<Options> {
                 options.benches.push(arg)
             }
             other => bail!(
-                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both, --real-apiserver, --apiserver-profile DIR"
+                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both, --real-apiserver, --apiserver-profile DIR, --resources N|A-B"
             ),
         }
     }
@@ -307,6 +315,8 @@ struct Stage {
     /// `--drift-resync` for the controllers this stage starts; `None`:
     /// `radwasm run`'s default.
     drift_resync: Option<String>,
+    /// How many resources the `scale-N` templates it applies deploy.
+    resources: Spread,
 }
 
 #[derive(Default)]
@@ -532,6 +542,7 @@ impl Stage {
             changes,
             watches: vec![template_watch, resource_watch],
             drift_resync: None,
+            resources: Spread::EVERY_THREE,
         })
     }
 
@@ -572,7 +583,10 @@ impl Stage {
     async fn apply(&self, name: &str) -> anyhow::Result<()> {
         let templates: Api<DeploymentTemplate> = Api::namespaced(self.client.clone(), NAMESPACE);
         templates
-            .create(&PostParams::default(), &template(name))
+            .create(
+                &PostParams::default(),
+                &template_of(name, self.resources.of_name(name)),
+            )
             .await
             .with_context(|| format!("creating template {name}"))?;
         Ok(())
@@ -731,11 +745,89 @@ fn is_ready(template: &DeploymentTemplate) -> bool {
     })
 }
 
+/// How many resources each `scale` template deploys: `N`, or `A-B` spread
+/// evenly (template `scale-i` deploys `A + i mod (B - A + 1)`); the
+/// warm-up template always deploys 3.
+#[derive(Clone, Copy, Debug)]
+struct Spread {
+    low: usize,
+    high: usize,
+}
+
+impl Spread {
+    const EVERY_THREE: Spread = Spread { low: 3, high: 3 };
+
+    fn parse(text: &str) -> anyhow::Result<Self> {
+        let number = |part: &str| -> anyhow::Result<usize> {
+            let n: usize = part
+                .trim()
+                .parse()
+                .with_context(|| format!("--resources takes N or A-B, not {text:?}"))?;
+            if !(1..=3).contains(&n) {
+                bail!("--resources: a template here deploys 1 to 3 resources, not {n}");
+            }
+            Ok(n)
+        };
+        let (low, high) = match text.split_once('-') {
+            Some((low, high)) => (number(low)?, number(high)?),
+            None => (number(text)?, number(text)?),
+        };
+        if low > high {
+            bail!("--resources {text}: the first number is the smaller");
+        }
+        Ok(Spread { low, high })
+    }
+
+    fn of(self, index: usize) -> usize {
+        self.low + index % (self.high - self.low + 1)
+    }
+
+    /// For a template the benchmark names `scale-<index>`; 3 otherwise.
+    fn of_name(self, name: &str) -> usize {
+        name.strip_prefix("scale-")
+            .and_then(|index| index.parse().ok())
+            .map_or(3, |index| self.of(index))
+    }
+
+    /// The resources of `count` scale templates.
+    fn total(self, count: usize) -> usize {
+        (0..count).map(|i| self.of(i)).sum()
+    }
+
+    fn label(self) -> String {
+        if self.low == self.high {
+            self.low.to_string()
+        } else {
+            format!("{}-{}", self.low, self.high)
+        }
+    }
+}
+
+/// The fixture's first `resources` resources (each depends on the one
+/// before it): the environment, the application, the container.
+fn template_text(resources: usize) -> String {
+    let mut template: serde_json::Value =
+        serde_json::from_str(TEMPLATE).expect("the fixture is JSON");
+    if let Some(all) = template["resources"].as_object_mut() {
+        let kept = ["env", "app", "frontend"];
+        all.retain(|name, _| kept[..resources].contains(&name.as_str()));
+    }
+    template.to_string()
+}
+
 fn template(name: &str) -> DeploymentTemplate {
+    template_of(name, 3)
+}
+
+fn template_of(name: &str, resources: usize) -> DeploymentTemplate {
     let mut object = DeploymentTemplate::new(
         name,
         DeploymentTemplateSpec {
-            template: TEMPLATE.to_string(),
+            template: if resources == 3 {
+                TEMPLATE.to_string()
+            } else {
+                template_text(resources)
+            },
             parameters: serde_json::json!({"name": {"value": name}})
                 .to_string()
                 .into(),
@@ -990,12 +1082,13 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
     let deploy = Duration::from_millis(options.deploy_ms);
     let mut stage = Stage::start(server, deploy, options.retry_after_secs).await?;
     stage.drift_resync = options.drift_resync.clone();
+    stage.resources = options.resources;
     let resync = options
         .drift_resync
         .clone()
         .unwrap_or_else(default_drift_resync);
     let every = drift_interval(&resync)?;
-    let resources = 3 * (count + 1);
+    let resources = options.resources.total(count) + 3;
     // Radius GETs the drift checks make in `window`, at their configured rate.
     let drift_gets = |window: Duration| {
         every.map_or(0.0, |every| {
@@ -1012,7 +1105,7 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
     println!(
         "| {} | {count} | {} | {:.1} s | {:.1} s | {:.1} MiB (after warm-up {:.1} MiB) | {:.2} s ({:.2} ms) | {:.1} s | {:.0} MiB | {} |",
         server.name(),
-        3 * count,
+        options.resources.total(count),
         run.templates_ready.as_secs_f64(),
         run.resources_ready.as_secs_f64(),
         run.peak_rss_kib as f64 / 1024.0,
@@ -1110,7 +1203,11 @@ async fn delete_all(
     let count = options.templates;
     let names: Vec<String> = (0..count).map(|i| format!("scale-{i:05}")).collect();
     // The warm-up template's resources stay.
-    let radius_kept = stage.radius.stats().resources.saturating_sub(3 * count);
+    let radius_kept = stage
+        .radius
+        .stats()
+        .resources
+        .saturating_sub(stage.resources.total(count));
     let cpu_before = controller.cpu_seconds().unwrap_or(0.0);
     let stand_ins_before = stage.stand_ins_cpu();
     let server_before = stage.server_cpu();
@@ -1286,7 +1383,8 @@ struct ScaleRun {
     server_peak_rss: Vec<(String, f64)>,
 }
 
-/// One warm-up template, then `options.templates` templates of 3 resources
+/// One warm-up template, then `options.templates` templates of
+/// `stage.resources` resources
 /// created at once (`options.apply_concurrency` at a time), until all of
 /// them and their `DeploymentResource`s are seen Ready.
 async fn scale_run(
@@ -1312,8 +1410,10 @@ async fn scale_run(
 
     if verbose {
         println!(
-            "scale: {count} templates x 3 resources, Radius deployment {} ms, applied {} at a time",
-            options.deploy_ms, options.apply_concurrency
+            "scale: {count} templates x {} resources, Radius deployment {} ms, applied {} at a time",
+            stage.resources.label(),
+            options.deploy_ms,
+            options.apply_concurrency
         );
     }
     let started = Instant::now();
@@ -1370,7 +1470,7 @@ async fn scale_run(
         Ok(()) => {
             stage
                 .wait("every DeploymentResource Ready", timeout, |seen| {
-                    seen.resources_ready.len() >= 3 * (count + 1)
+                    seen.resources_ready.len() >= stage.resources.total(count) + 3
                 })
                 .await
         }
