@@ -652,8 +652,6 @@ fn received<T: Send + 'static>(
     })
 }
 
-/// The object a watch event is about: one applied or deleted, or none (the
-/// markers of a re-list).
 /// The cached copies keep no `managedFields`: nothing here reads them
 /// (every write is a merge patch), and at some hundreds of bytes an object
 /// they are a large share of the cache.
@@ -661,6 +659,8 @@ fn drop_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
+/// The object a watch event is about: one applied or deleted, or none (the
+/// markers of a re-list).
 fn touched<K>(event: &watcher::Event<K>) -> Option<&K> {
     match event {
         watcher::Event::Apply(object)
