@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context as _;
+use futures::AsyncReadExt as _;
 use kube::Client;
 
 /// One scrape of kube-apiserver's `/metrics`, kept as text.
@@ -285,11 +286,13 @@ impl Profiler {
             while still.load(Ordering::Relaxed) {
                 let request =
                     http::Request::get("/debug/pprof/profile?seconds=5").body(Vec::new())?;
-                let bytes = client
+                let mut body = Vec::new();
+                client
                     .request_stream(request)
                     .await
-                    .context("reading kube-apiserver's /debug/pprof/profile")?;
-                let body = read_all(bytes).await?;
+                    .context("reading kube-apiserver's /debug/pprof/profile")?
+                    .read_to_end(&mut body)
+                    .await?;
                 let path = dir.join(format!("{phase}-{:03}.pb.gz", written.len()));
                 std::fs::write(&path, body)?;
                 written.push(path);
@@ -304,12 +307,4 @@ impl Profiler {
         self.running.store(false, Ordering::Relaxed);
         self.task.await?
     }
-}
-
-async fn read_all(stream: impl futures::AsyncBufRead + Unpin) -> anyhow::Result<Vec<u8>> {
-    use futures::AsyncReadExt;
-    let mut body = Vec::new();
-    let mut stream = stream;
-    stream.read_to_end(&mut body).await?;
-    Ok(body)
 }
