@@ -10,91 +10,21 @@
 //! if set), both kept between runs, so only the first run downloads. If a
 //! tool cannot be installed the test fails and says so: it never skips.
 
-use radwasm_test_support::{output_text as text, repository as repo};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use radwasm_test_support::output_text as text;
+use radwasm_test_support::scaffold::{Scaffold, readme_commands, run, tools_dir};
+use std::path::Path;
+use std::process::Command;
 use std::time::Instant;
 
-/// Where the installed tools are cached between runs.
-fn tools_dir() -> PathBuf {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target"))
-        .join("policy-langs");
-    std::fs::create_dir_all(&dir).expect("create target/policy-langs");
-    dir
-}
-
-/// Run `command`, timing it; fail with `what` and its output unless it
-/// succeeds.
-fn run(command: &mut Command, what: &str) -> Output {
-    let started = Instant::now();
-    let output = command
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot start {command:?}: {e}"));
-    eprintln!("{what}: {:.1} s", started.elapsed().as_secs_f64());
-    assert!(
-        output.status.success(),
-        "{what} failed ({command:?}):\n{}",
-        text(&output)
-    );
-    output
-}
-
-/// Scaffold `name` in `lang` into a fresh temporary directory outside the
-/// repository; the directory's guard and the scaffold's path.
-fn scaffold(name: &str, lang: &str) -> (tempfile::TempDir, PathBuf) {
-    let work = tempfile::tempdir().expect("temporary directory");
-    let dir = work.path().join(name);
-    let repo = repo().canonicalize().expect("repo");
-    assert!(
-        !dir.starts_with(&repo),
-        "the scaffold must be outside the repository"
-    );
-    let output = run(
-        Command::new(env!("CARGO_BIN_EXE_radwasm")).args([
-            "policy",
-            "new",
-            name,
-            "--lang",
-            lang,
-            "--dir",
-            &dir.display().to_string(),
-        ]),
-        &format!("radwasm policy new --lang {lang}"),
-    );
-    for file in ["README.md", "wit/policy.wit", ".gitignore"] {
-        assert!(
-            dir.join(file).is_file(),
-            "{file} missing: {}",
-            text(&output)
-        );
-    }
-    let cases = std::fs::read_dir(dir.join("cases"))
+/// Scaffold `name` in `lang` with this build's binary, and check it carries
+/// its README, WIT, `.gitignore` and six cases.
+fn scaffold(name: &str, lang: &str) -> Scaffold {
+    let scaffold = Scaffold::new(Path::new(env!("CARGO_BIN_EXE_radwasm")), name, lang);
+    let cases = std::fs::read_dir(scaffold.dir.join("cases"))
         .expect("cases/")
         .count();
-    assert_eq!(cases, 6, "{}", text(&output));
-    (work, dir)
-}
-
-/// The lines of the first fenced block after the heading `## {heading}`
-/// of a README.
-fn readme_commands(readme: &str, heading: &str) -> Vec<String> {
-    let section = readme
-        .split(&format!("\n## {heading}\n"))
-        .nth(1)
-        .unwrap_or_else(|| panic!("no `## {heading}` in the README:\n{readme}"));
-    let block = section
-        .split("```")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no code block under `## {heading}`"));
-    block
-        .lines()
-        .skip(1)
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .map(str::to_string)
-        .collect()
+    assert_eq!(cases, 6, "{lang}: the scaffold's cases");
+    scaffold
 }
 
 /// `radwasm policy check` and `test` on the built component, as the
@@ -152,10 +82,11 @@ fn pinned<'a>(manifest: &'a str, prefix: &str) -> &'a str {
 fn a_python_layer_is_scaffolded_built_with_componentize_py_checked_and_tested() {
     let started = Instant::now();
     let name = "team-py";
-    let (_work, dir) = scaffold(name, "python");
-    let requirements = std::fs::read_to_string(dir.join("requirements.txt")).expect("requirements");
+    let scaffold = scaffold(name, "python");
+    let requirements =
+        std::fs::read_to_string(scaffold.dir.join("requirements.txt")).expect("requirements");
     let version = pinned(&requirements, "componentize-py==");
-    let readme = std::fs::read_to_string(dir.join("README.md")).expect("README.md");
+    let readme = scaffold.readme();
     assert!(
         words(&readme).contains(&format!("componentize-py {version}")),
         "the README names another version than requirements.txt's {version}"
@@ -170,31 +101,9 @@ fn a_python_layer_is_scaffolded_built_with_componentize_py_checked_and_tested() 
         ],
         "{readme}"
     );
-
     // The README's steps, with the virtual environment cached in target/.
-    let venv = tools_dir().join("venv");
-    if !venv.join("bin/pip").is_file() {
-        run(
-            Command::new("python3").args(["-m", "venv"]).arg(&venv),
-            "python3 -m venv (is Python 3 with venv installed?)",
-        );
-    }
-    run(
-        Command::new(venv.join("bin/pip"))
-            .current_dir(&dir)
-            .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg("requirements.txt"),
-        &format!("pip install componentize-py=={version} (from requirements.txt)"),
-    );
-    let mut words = build[2].split_whitespace();
-    let tool = words.next().expect("the build command");
-    run(
-        Command::new(venv.join("bin").join(tool))
-            .current_dir(&dir)
-            .args(words),
-        "the README's build command (componentize-py)",
-    );
-    check_and_test(&dir, name);
+    scaffold.build_python();
+    check_and_test(&scaffold.dir, name);
     eprintln!(
         "the Python scaffold test took {:.1} s",
         started.elapsed().as_secs_f64()
@@ -205,7 +114,8 @@ fn a_python_layer_is_scaffolded_built_with_componentize_py_checked_and_tested() 
 fn a_js_layer_is_scaffolded_built_with_jco_checked_and_tested() {
     let started = Instant::now();
     let name = "team-js";
-    let (_work, dir) = scaffold(name, "js");
+    let scaffold = scaffold(name, "js");
+    let dir = &scaffold.dir;
     let manifest = std::fs::read_to_string(dir.join("package.json")).expect("package.json");
     let jco = pinned(&manifest, "\"@bytecodealliance/jco\": ");
     let qjs = pinned(&manifest, "\"componentize-qjs\": ");
@@ -215,7 +125,7 @@ fn a_js_layer_is_scaffolded_built_with_jco_checked_and_tested() {
             "{version} is not an exact version"
         );
     }
-    let readme = std::fs::read_to_string(dir.join("README.md")).expect("README.md");
+    let readme = scaffold.readme();
     let prose = words(&readme);
     assert!(
         prose.contains(&format!("jco {jco}")) && prose.contains(&format!("componentize-qjs {qjs}")),
@@ -229,7 +139,7 @@ fn a_js_layer_is_scaffolded_built_with_jco_checked_and_tested() {
     let cache = tools_dir().join("npm-cache");
     run(
         Command::new("npm")
-            .current_dir(&dir)
+            .current_dir(dir)
             .args(["install", "--no-audit", "--no-fund", "--prefer-offline"])
             .arg("--cache")
             .arg(&cache),
@@ -237,13 +147,13 @@ fn a_js_layer_is_scaffolded_built_with_jco_checked_and_tested() {
     );
     run(
         Command::new("npm")
-            .current_dir(&dir)
+            .current_dir(dir)
             .args(["run", "build"])
             .arg("--cache")
             .arg(&cache),
         "npm run build (jco componentize)",
     );
-    check_and_test(&dir, name);
+    check_and_test(dir, name);
     eprintln!(
         "the JavaScript scaffold test took {:.1} s",
         started.elapsed().as_secs_f64()

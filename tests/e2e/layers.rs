@@ -1,11 +1,12 @@
-//! Layers (`docs/layers.md`) end to end through the real binary: the Rust
-//! one-rule layer (`guests/team-label-layer`: refuse templates without a
-//! `team` label, the default policy otherwise) pulled from a loopback OCI
-//! registry as a `Shadow` canary, then enforcing; and a layer over another
-//! `ReconcilePolicy` named by `spec.base`, refused while that base is
-//! missing and healed when it appears. Counts what reaches Radius. A
-//! restarted controller maps the layer from its compile cache instead of
-//! compiling it again.
+//! Layers (`docs/layers.md`) end to end through the real binary: a
+//! one-rule layer (refuse templates without a `team` label, the default
+//! policy otherwise), written in Rust (`guests/team-label-layer`) and in
+//! Python (scaffolded by `radwasm policy new --lang python` and built with
+//! componentize-py), pulled from a loopback OCI registry as a `Shadow`
+//! canary, then enforcing; and a layer over another `ReconcilePolicy` named
+//! by `spec.base`, refused while that base is missing and healed when it
+//! appears. Counts what reaches Radius. A restarted controller maps the
+//! layer from its compile cache instead of compiling it again.
 
 use std::time::Duration;
 
@@ -18,6 +19,17 @@ use crate::policies::{
     module_from, policies, put_module, wait_decided_by, wait_log_lines, wait_policy,
 };
 use crate::realkube::eventually;
+use radwasm_test_support::scaffold::Scaffold;
+
+/// Decisions decided twice (out of fuel on the worker, then on the
+/// blocking pool) so far, over every policy.
+fn reruns(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("radwasm_policy_decision_reruns_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
 
 /// The reason and message of the template's `Ready` condition.
 fn ready_condition(template: &radwasm::crd::DeploymentTemplate) -> (String, String) {
@@ -31,10 +43,36 @@ fn ready_condition(template: &radwasm::crd::DeploymentTemplate) -> (String, Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
+    shadow_then_enforce(guest("team-label-layer")).await;
+}
+
+/// The same layer written in Python: scaffolded by `radwasm policy new
+/// --lang python` outside the repository and built with the scaffold's own
+/// command and pinned componentize-py. An interpreted guest's decisions
+/// fit the fuel slice the controller learns for it: in steady state none
+/// is decided twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
+    let wasm = tokio::task::spawn_blocking(|| {
+        let binary = std::path::Path::new(env!("CARGO_BIN_EXE_radwasm"));
+        Scaffold::new(binary, "team-py", "python").build_python()
+    })
+    .await
+    .expect("build the Python layer");
+    shadow_then_enforce(wasm).await;
+}
+
+/// A one-rule layer (refuse templates without a `team` label with
+/// `MissingTeamLabel`) pushed to a loopback registry and selected for one
+/// namespace: as a `Shadow` it only counts, enforcing it refuses and then
+/// deploys once when labelled; a restarted controller maps it from the
+/// compile cache. No decision of the layer is decided twice after its
+/// first.
+async fn shadow_then_enforce(wasm: Vec<u8>) {
     let registry = crate::registry::Registry::start();
     let pushed = radwasm::policy::source::oci::push(
         &registry.reference("policies/team-label:v1"),
-        &guest("team-label-layer"),
+        &wasm,
         &registry.options(),
     )
     .await
@@ -57,7 +95,7 @@ async fn a_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
             "policy version activated reconcile_policy={layer} "
         ))
         .await;
-    let digest = radwasm::policy::digest(&guest("team-label-layer"));
+    let digest = radwasm::policy::digest(&wasm);
     let digest_field = format!("digest=\"{digest}\"");
     assert_eq!(
         log_lines(&system, &["policy compiled", &digest_field]),
@@ -107,6 +145,7 @@ async fn a_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
         .await
         .expect("enforce");
     wait_decided_by(&system, "labelled", Some(&layer)).await;
+    let reruns_before = reruns(&system.metrics().await);
     system.create(&labelled("refused", &[])).await;
     let failed = system.wait_phase("refused", "Failed").await;
     let (reason, message) = ready_condition(&failed);
@@ -135,6 +174,11 @@ async fn a_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
     assert_eq!(decided_by(&ready).as_deref(), Some(layer.as_str()));
     assert_eq!(deployments_of(&system, "refused"), 1);
     assert_eq!(deployments_of(&system, "labelled"), 1, "not deployed again");
+    assert_eq!(
+        reruns(&system.metrics().await),
+        reruns_before,
+        "a decision of the layer was decided twice in steady state"
+    );
 
     // A restarted controller maps the layer from its compile cache; it
     // does not compile it again.

@@ -4,6 +4,8 @@
 //! the same files included by `#[path]` into each.
 //!
 //! * [`registry`]: a loopback OCI registry (CNCF distribution).
+//! * [`scaffold`]: a policy scaffolded by `radwasm policy new --lang …` and
+//!   built with its README's own steps and pinned tools.
 //! * [`output_text`] and [`repository`]: a command's output as text, and
 //!   the checkout's root.
 //! * [`realkube`]: a real Kubernetes control plane (etcd, kube-apiserver and
@@ -11,6 +13,7 @@
 
 pub mod realkube;
 pub mod registry;
+pub mod scaffold;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
