@@ -8,6 +8,12 @@
 //! can never both win. A holder that cannot renew within the lease duration
 //! stops reconciling at once, and a holder that stops cleanly releases the
 //! Lease so a standby takes over without waiting.
+//!
+//! Hand-written because no crate does the last-but-one rule:
+//! `kube-lease-manager` (for kube 5) keeps reporting leadership while its
+//! renewals fail, so a holder cut off from the API server would go on
+//! reconciling after a standby took over; `kube-leader-election` is built on
+//! kube 0.96.
 
 use std::time::{Duration, Instant};
 

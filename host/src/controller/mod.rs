@@ -552,19 +552,6 @@ pub async fn run(
     tokio::join!(template_controller, resource_controller);
 }
 
-/// Log what a controller's run stream reports, except a failed reconcile:
-/// `error_policy` logged that already, once, with the API server's message
-/// rather than a dump of its `Status`.
-pub(crate) fn log_run_error<T, E: std::error::Error, Q: std::error::Error>(
-    result: Result<T, kube::runtime::controller::Error<E, Q>>,
-    controller: &str,
-) {
-    match result {
-        Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
-        Err(error) => tracing::debug!(%error, "{controller}"),
-    }
-}
-
 /// One kind's reconciles: woken by any of `triggers`, run by `runner.rs`
 /// through the shared reconcile path.
 fn reconciles<K: object::Reconciled>(
@@ -628,7 +615,7 @@ where
 
 /// The objects a filtered watch brings, as names to reconcile. The watch
 /// retries its own errors (with backoff); they are only logged here.
-fn objects<K: Resource<DynamicType = ()> + 'static>(
+pub(crate) fn objects<K: Resource<DynamicType = ()> + 'static>(
     watch: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
     what: &'static str,
 ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {

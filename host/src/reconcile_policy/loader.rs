@@ -7,7 +7,9 @@
 //! What wakes a policy: a change of its spec (generation), or a change of a
 //! ConfigMap it reads (its module or its cases; ConfigMaps are watched by
 //! their metadata only). A fetch that failed (registry or URL unreachable)
-//! is retried with backoff.
+//! is retried with backoff. It runs on the same queue and runner as the
+//! template and resource controllers (`controller/runner.rs`), with no
+//! limit on concurrency and on every replica, leader or not.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,7 +20,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
-use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
@@ -30,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use super::crd::{PolicyModule, ReconcilePolicy, ReconcilePolicySpec};
 use super::registry::{Active, PolicyRegistry, Problem};
 use crate::controller::events::EventRecorders;
+use crate::controller::{objects, runner};
 use crate::policy::source::{self, SecretRef, Source, SourceError, SourceErrorKind};
 use crate::policy::{self, Fetcher, LoadError, LoadedPolicy, PolicyEngine};
 
@@ -113,25 +115,39 @@ pub async fn run(loader: Arc<Loader>, shutdown: CancellationToken) {
     )
     .default_backoff()
     .touched_objects()
-    .predicate_filter(predicates::resource_version, Default::default());
+    .predicate_filter(predicates::resource_version, Default::default())
+    .flat_map(move |event| {
+        let readers = match event {
+            Ok(config_map) => {
+                let namespace = config_map.namespace().unwrap_or_default();
+                let name = config_map.name_any();
+                readers
+                    .state()
+                    .into_iter()
+                    .filter(|policy| reads_config_map(&policy.spec, &namespace, &name))
+                    .map(|policy| ObjectRef::from_obj(&*policy))
+                    .collect()
+            }
+            Err(error) => {
+                tracing::debug!(%error, "ConfigMap watch");
+                Vec::new()
+            }
+        };
+        futures::stream::iter(readers)
+    });
     let flush = tokio::spawn(flush_counts(loader.clone(), shutdown.clone()));
-    Controller::for_stream(trigger, store)
-        .watches_stream(config_maps, move |config_map| {
-            let namespace = config_map.namespace().unwrap_or_default();
-            let name = config_map.name_any();
-            readers
-                .state()
-                .into_iter()
-                .filter(|policy| reads_config_map(&policy.spec, &namespace, &name))
-                .map(|policy| ObjectRef::from_obj(&*policy))
-                .collect::<Vec<_>>()
-        })
-        .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, loader)
-        .for_each(
-            |result| async move { crate::controller::log_run_error(result, "policy controller") },
-        )
-        .await;
+    // Every replica loads the policies, leader or not: a standby that takes
+    // over decides at once with what is loaded. Policies are few, so there
+    // is no limit on how many load at once.
+    runner::run(
+        futures::stream::select(objects(trigger, "ReconcilePolicy watch"), config_maps),
+        store,
+        0,
+        shutdown,
+        std::future::ready(()),
+        move |policy, _waited| reconcile(policy, loader.clone()),
+    )
+    .await;
     flush.abort();
 }
 
@@ -153,12 +169,25 @@ fn reads_config_map(spec: &ReconcilePolicySpec, namespace: &str, name: &str) -> 
 #[error("{0}")]
 pub struct LoaderError(String);
 
-async fn reconcile(
-    policy: Arc<ReconcilePolicy>,
-    loader: Arc<Loader>,
-) -> Result<Action, LoaderError> {
+/// Load `policy`'s module if it changed; when to look at it again. A policy
+/// whose status could not be written is looked at again soon; one that
+/// loaded, or was refused for good, only when it or what it reads changes.
+async fn reconcile(policy: Arc<ReconcilePolicy>, loader: Arc<Loader>) -> Duration {
+    match load(&policy, &loader).await {
+        Ok(Some(retry)) => retry,
+        Ok(None) => runner::LATEST,
+        Err(error) => {
+            tracing::info!(%error, "policy status not written; retrying");
+            source::retry_delay(1)
+        }
+    }
+}
+
+/// One look at `policy`: load it or say why not, and write its status; how
+/// soon to retry a problem that may pass (a fetch, a base).
+async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Duration>, LoaderError> {
     let name = policy.name_any();
-    let outcome = candidate(&policy, &loader).await;
+    let outcome = candidate(policy, loader).await;
     let entry = loader.registry.get(&name);
     let retry = match outcome {
         Ok(Candidate::Unchanged) => None,
@@ -168,8 +197,8 @@ async fn reconcile(
             loader.registry.activate(&name, active);
             tracing::info!(reconcile_policy = %name, policy = %loaded, %digest, "policy version activated");
             event(
-                &loader,
-                &policy,
+                loader,
+                policy,
                 EventType::Normal,
                 "Activated",
                 format!("{loaded} (sha256:{digest}) decides from now on"),
@@ -189,19 +218,12 @@ async fn reconcile(
             tracing::warn!(reconcile_policy = %name, reason = problem.reason, "policy candidate refused: {message}");
             let news = entry.as_ref().and_then(|e| e.problem.as_ref()) != Some(&problem);
             if news {
-                event(
-                    &loader,
-                    &policy,
-                    EventType::Warning,
-                    problem.reason,
-                    message,
-                )
-                .await;
+                event(loader, policy, EventType::Warning, problem.reason, message).await;
             }
             // A fetch may work later, and a base may be created or become
             // Ready: both are looked at again, paced by the same backoff.
             let retry = (problem.reason == "FetchFailed" || problem.reason.starts_with("Base"))
-                .then(|| fetch_backoff(&loader, &name));
+                .then(|| fetch_backoff(loader, &name));
             loader.registry.refuse(&name, problem);
             retry
         }
@@ -211,20 +233,8 @@ async fn reconcile(
     {
         failures.remove(&name);
     }
-    write_status(&loader, &policy).await?;
-    Ok(match retry {
-        Some(delay) => Action::requeue(delay),
-        None => Action::await_change(),
-    })
-}
-
-fn error_policy(
-    _policy: Arc<ReconcilePolicy>,
-    error: &LoaderError,
-    _loader: Arc<Loader>,
-) -> Action {
-    tracing::info!(%error, "policy status not written; retrying");
-    Action::requeue(source::retry_delay(1))
+    write_status(loader, policy).await?;
+    Ok(retry)
 }
 
 fn fetch_backoff(loader: &Loader, name: &str) -> Duration {
