@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use radwasm_policy_model::scope::deletion_wave;
 
+use super::index::Index;
 use super::{Caches, Context, OWNER_UID_LABEL};
 use crate::crd::{DeploymentResource, DeploymentTemplate};
 
@@ -80,12 +81,17 @@ pub fn owner_of(
 /// deleted, or one of the owner's own, which the owner deletes first). An
 /// object that is not the owner's and not being deleted does not hold it:
 /// it stays when the template goes, so waiting for it would wait for ever.
-pub fn deletion_held_by(ctx: &Context, resource: &DeploymentResource) -> Option<String> {
+/// `owners` is the index of each template's `DeploymentResource`s, kept
+/// from the same watch as `caches.resources`.
+pub fn deletion_held_by(
+    caches: &Caches,
+    owners: &Index<DeploymentResource>,
+    resource: &DeploymentResource,
+) -> Option<String> {
     let wave = deletion_wave(&resource.spec.id);
     if wave == 0 {
         return None;
     }
-    let caches = ctx.caches().ok()?;
     let owner_uid = resource
         .owner_references()
         .iter()
@@ -94,7 +100,7 @@ pub fn deletion_held_by(ctx: &Context, resource: &DeploymentResource) -> Option<
         .clone();
     let owner = owner_of(caches, resource);
     let name = resource.name_any();
-    ctx.owners
+    owners
         .get(&owner_uid)
         .iter()
         .filter(|sibling| sibling.name != name)
@@ -175,6 +181,7 @@ pub async fn warn_if_not_an_output(ctx: &Context, resource: &DeploymentResource)
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::runtime::watcher;
 
     const SCOPE: &str = "/planes/radius/local/resourceGroups/default";
 
@@ -214,6 +221,128 @@ mod tests {
                 Some([(OWNER_UID_LABEL.to_string(), owner_uid.to_string())].into());
         }
         resource
+    }
+
+    /// The template's caches and owners index, fed the events a watch
+    /// would bring.
+    struct View {
+        caches: Caches,
+        templates: kube::runtime::reflector::store::Writer<DeploymentTemplate>,
+        resources: kube::runtime::reflector::store::Writer<DeploymentResource>,
+        owners: Index<DeploymentResource>,
+    }
+
+    impl View {
+        fn new() -> Self {
+            let (templates_store, templates) = kube::runtime::reflector::store();
+            let (resources_store, resources) = kube::runtime::reflector::store();
+            let view = View {
+                caches: Caches {
+                    templates: templates_store,
+                    resources: resources_store,
+                },
+                templates,
+                resources,
+                owners: super::super::index::owners(),
+            };
+            view.owners.observe(&watcher::Event::Init);
+            view.owners.observe(&watcher::Event::InitDone);
+            view
+        }
+
+        fn apply_template(&mut self, template: DeploymentTemplate) {
+            self.templates
+                .apply_watcher_event(&watcher::Event::Apply(template));
+        }
+
+        /// A watch event for `resource`, through the cache then the index.
+        fn resource(&mut self, event: watcher::Event<DeploymentResource>) {
+            self.resources.apply_watcher_event(&event);
+            self.owners.observe(&event);
+        }
+
+        fn held(&self, resource: &DeploymentResource) -> Option<String> {
+            deletion_held_by(&self.caches, &self.owners, resource)
+        }
+    }
+
+    /// `resource(id, …)` named `name`, and being deleted if `deleting`.
+    fn sibling(name: &str, id: &str, labelled: bool, deleting: bool) -> DeploymentResource {
+        let mut object = resource(id, "uid-app", labelled);
+        object.metadata.name = Some(name.into());
+        object.metadata.uid = Some(format!("uid-{name}"));
+        if deleting {
+            object.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
+            );
+        }
+        object
+    }
+
+    #[test]
+    fn applications_then_environments_go_after_the_templates_other_resources() {
+        let container = format!("{SCOPE}/providers/Applications.Core/containers/web");
+        let application = format!("{SCOPE}/providers/Applications.Core/applications/app");
+        let environment = format!("{SCOPE}/providers/Applications.Core/environments/env");
+        let mut view = View::new();
+        view.apply_template(template(&[&container, &application, &environment]));
+        let web = sibling("web", &container, true, true);
+        let app = sibling("app", &application, true, true);
+        let env = sibling("env", &environment, true, true);
+        for object in [&web, &app, &env] {
+            view.resource(watcher::Event::Apply(object.clone()));
+        }
+
+        // Other resources never wait; an application waits for them, an
+        // environment for both.
+        assert_eq!(view.held(&web), None);
+        let held = view.held(&app).expect("the application waits");
+        assert!(held.contains("waits for web"), "{held}");
+        assert!(view.held(&env).is_some());
+
+        // The container is gone: the application goes; the environment
+        // still waits for it.
+        view.resource(watcher::Event::Delete(web));
+        assert_eq!(view.held(&app), None);
+        let held = view.held(&env).expect("the environment waits");
+        assert!(held.contains("waits for app"), "{held}");
+        view.resource(watcher::Event::Delete(app));
+        assert_eq!(view.held(&env), None);
+    }
+
+    #[test]
+    fn only_what_goes_away_holds_a_deletion() {
+        let container = format!("{SCOPE}/providers/Applications.Core/containers/web");
+        let by_hand = format!("{SCOPE}/providers/Applications.Core/containers/by-hand");
+        let application = format!("{SCOPE}/providers/Applications.Core/applications/app");
+        let mut view = View::new();
+        view.apply_template(template(&[&container, &application]));
+        let app = sibling("app", &application, true, true);
+        view.resource(watcher::Event::Apply(app.clone()));
+
+        // Applied by hand under the template, not being deleted: it stays
+        // when the template goes, so it holds nothing.
+        view.resource(watcher::Event::Apply(sibling(
+            "by-hand", &by_hand, false, false,
+        )));
+        assert_eq!(view.held(&app), None);
+
+        // One of the template's own, not yet being deleted: the template
+        // deletes it first, so the application waits for it.
+        view.resource(watcher::Event::Apply(sibling(
+            "web", &container, true, false,
+        )));
+        let held = view.held(&app).expect("waits for the template's own");
+        assert!(held.contains("waits for web"), "{held}");
+
+        // Another template's container holds nothing.
+        let mut other = sibling("other", &container, true, true);
+        other.metadata.owner_references.as_mut().expect("owner")[0].uid = "uid-other".into();
+        view.resource(watcher::Event::Delete(sibling(
+            "web", &container, true, false,
+        )));
+        view.resource(watcher::Event::Apply(other));
+        assert_eq!(view.held(&app), None);
     }
 
     #[test]

@@ -126,6 +126,6 @@ impl Reconciled for DeploymentResource {
     fn held_back(&self, ctx: &Context) -> Option<String> {
         // Only a deletion waits for others.
         self.metadata.deletion_timestamp.as_ref()?;
-        super::ownership::deletion_held_by(ctx, self)
+        super::ownership::deletion_held_by(ctx.caches().ok()?, &ctx.owners, self)
     }
 }
