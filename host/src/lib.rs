@@ -18,5 +18,6 @@ pub mod metrics;
 pub mod policy;
 pub mod radius;
 pub mod reconcile_policy;
+pub mod runner;
 
 pub mod telemetry;

@@ -55,7 +55,7 @@ fn fingerprint<K: Resource>(object: &K) -> u64 {
     hasher.finish()
 }
 
-/// Reconcile one object (`runner::run` calls this when its turn comes,
+/// Reconcile one object (`crate::runner::run` calls this when its turn comes,
 /// after `waited` for a slot): one span per reconcile, metrics by kind and
 /// outcome. Answers when to look at the object again: as the plan says, or
 /// after a failed reconcile, 1 s doubling to 60 s per object.

@@ -19,7 +19,6 @@ pub mod observe;
 pub mod ownership;
 pub mod radius_hash;
 mod resource;
-pub mod runner;
 pub mod schema_check;
 pub mod status;
 mod template;
@@ -46,6 +45,7 @@ use crate::crd::{DeploymentResource, DeploymentTemplate};
 use crate::metrics::{Metrics, Readiness};
 use crate::radius::RadiusClient;
 use crate::reconcile_policy::PolicyRegistry;
+use crate::runner::{self, objects};
 use memory::ObjectMemory;
 
 /// Label on every `DeploymentResource`: the uid of its owner template, so a
@@ -273,7 +273,7 @@ pub struct Options {
     /// Watch one namespace only; all namespaces if `None`.
     pub namespace: Option<String>,
     /// Reconciles running at once per object kind (0 = unbounded), started
-    /// in the order they came due (`runner.rs`).
+    /// in the order they came due (`crate::runner`).
     pub concurrency: u16,
     /// Watch only the templates (and the resources they created, which
     /// carry their labels) that this label selector matches: one shard.
@@ -552,7 +552,7 @@ pub async fn run(
     tokio::join!(template_controller, resource_controller);
 }
 
-/// One kind's reconciles: woken by any of `triggers`, run by `runner.rs`
+/// One kind's reconciles: woken by any of `triggers`, run by `crate::runner`
 /// through the shared reconcile path.
 fn reconciles<K: object::Reconciled>(
     triggers: impl IntoIterator<Item = futures::stream::BoxStream<'static, ObjectRef<K>>>,
@@ -611,23 +611,6 @@ where
         Ok(watcher::Event::Delete(_)) => futures::stream::empty().boxed(),
         Err(error) => futures::stream::iter([Err(error)]).boxed(),
     }
-}
-
-/// The objects a filtered watch brings, as names to reconcile. The watch
-/// retries its own errors (with backoff); they are only logged here.
-pub(crate) fn objects<K: Resource<DynamicType = ()> + 'static>(
-    watch: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-    what: &'static str,
-) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
-    watch.filter_map(move |event| {
-        futures::future::ready(match event {
-            Ok(object) => Some(ObjectRef::from_obj(&object)),
-            Err(error) => {
-                tracing::debug!(%error, "{what}");
-                None
-            }
-        })
-    })
 }
 
 /// What a channel receives, as a stream (until every sender is gone).

@@ -8,7 +8,7 @@
 //! ConfigMap it reads (its module or its cases; ConfigMaps are watched by
 //! their metadata only). A fetch that failed (registry or URL unreachable)
 //! is retried with backoff. It runs on the same queue and runner as the
-//! template and resource controllers (`controller/runner.rs`), with no
+//! template and resource controllers (`runner.rs`), with no
 //! limit on concurrency and on every replica, leader or not.
 
 use std::collections::BTreeMap;
@@ -31,9 +31,9 @@ use tokio_util::sync::CancellationToken;
 use super::crd::{PolicyModule, ReconcilePolicy, ReconcilePolicySpec};
 use super::registry::{Active, PolicyRegistry, Problem};
 use crate::controller::events::EventRecorders;
-use crate::controller::{objects, runner};
 use crate::policy::source::{self, SecretRef, Source, SourceError, SourceErrorKind};
 use crate::policy::{self, Fetcher, LoadError, LoadedPolicy, PolicyEngine};
+use crate::runner::{self, objects};
 
 /// How often decision counts are written to the policies' status.
 const STATUS_FLUSH: Duration = Duration::from_secs(10);

@@ -1,6 +1,8 @@
 //! Runs one kind's reconciles: at most `--concurrency` at once, never two of
 //! one object at a time, each object at most once in the queue, and the
-//! queue served in the order its objects came due.
+//! queue served in the order its objects came due. The three controllers
+//! (templates and resources in `controller/`, policies in
+//! `reconcile_policy/loader.rs`) all run on it.
 //!
 //! kube-runtime's `Controller` runner keeps the first three rules but not the
 //! last: while every slot is busy it parks the reconciles that come due in a
@@ -23,6 +25,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::{DelayQueue, delay_queue};
@@ -222,6 +225,23 @@ pub async fn run<K, F, Fut>(
             }
         }
     }
+}
+
+/// The objects a filtered watch brings, as names to reconcile. The watch
+/// retries its own errors (with backoff); they are only logged here.
+pub fn objects<K: Resource<DynamicType = ()> + 'static>(
+    watch: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    what: &'static str,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    watch.filter_map(move |event| {
+        futures::future::ready(match event {
+            Ok(object) => Some(ObjectRef::from_obj(&object)),
+            Err(error) => {
+                tracing::debug!(%error, "{what}");
+                None
+            }
+        })
+    })
 }
 
 #[cfg(test)]
