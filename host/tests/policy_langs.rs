@@ -11,7 +11,7 @@
 //! tool cannot be installed the test fails and says so: it never skips.
 
 use radwasm_test_support::output_text as text;
-use radwasm_test_support::scaffold::{Scaffold, readme_commands, run, tools_dir};
+use radwasm_test_support::scaffold::{Scaffold, readme_commands, run};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -134,25 +134,8 @@ fn a_js_layer_is_scaffolded_built_with_jco_checked_and_tested() {
     let build = readme_commands(&readme, "Build");
     assert_eq!(build, ["npm install", "npm run build"], "{readme}");
 
-    // The README's steps, with npm's cache in target/ (offline when it
-    // already holds every package).
-    let cache = tools_dir().join("npm-cache");
-    run(
-        Command::new("npm")
-            .current_dir(dir)
-            .args(["install", "--no-audit", "--no-fund", "--prefer-offline"])
-            .arg("--cache")
-            .arg(&cache),
-        &format!("npm install (jco {jco}, componentize-qjs {qjs}; is Node.js with npm installed?)"),
-    );
-    run(
-        Command::new("npm")
-            .current_dir(dir)
-            .args(["run", "build"])
-            .arg("--cache")
-            .arg(&cache),
-        "npm run build (jco componentize)",
-    );
+    // The README's steps, with npm's cache in target/.
+    scaffold.build_js();
     check_and_test(dir, name);
     eprintln!(
         "the JavaScript scaffold test took {:.1} s",

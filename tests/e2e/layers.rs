@@ -1,8 +1,8 @@
 //! Layers (`docs/layers.md`) end to end through the real binary: a
 //! one-rule layer (refuse templates without a `team` label, the default
-//! policy otherwise), written in Rust (`guests/team-label-layer`) and in
-//! Python (scaffolded by `radwasm policy new --lang python` and built with
-//! componentize-py), pulled from a loopback OCI registry as a `Shadow`
+//! policy otherwise), written in Rust (`guests/team-label-layer`), Python
+//! and JavaScript (scaffolded by `radwasm policy new --lang python|js` and
+//! built with the scaffolds' own commands), pulled from a loopback OCI registry as a `Shadow`
 //! canary, then enforcing; and a layer over another `ReconcilePolicy` named
 //! by `spec.base`, refused while that base is missing and healed when it
 //! appears. Counts what reaches Radius. A restarted controller maps the
@@ -59,6 +59,18 @@ async fn a_python_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
     })
     .await
     .expect("build the Python layer");
+    shadow_then_enforce(wasm).await;
+}
+
+/// The same layer in JavaScript, built by jco with the QuickJS engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_js_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
+    let wasm = tokio::task::spawn_blocking(|| {
+        let binary = std::path::Path::new(env!("CARGO_BIN_EXE_radwasm"));
+        Scaffold::new(binary, "team-js", "js").build_js()
+    })
+    .await
+    .expect("build the JavaScript layer");
     shadow_then_enforce(wasm).await;
 }
 

@@ -104,6 +104,39 @@ impl Scaffold {
     }
 }
 
+impl Scaffold {
+    /// Build a JavaScript scaffold with the steps of its README's `Build`
+    /// section (`npm install`, `npm run build`), npm's cache in `target/`
+    /// (offline when it already holds every package); the component's
+    /// bytes.
+    pub fn build_js(&self) -> Vec<u8> {
+        let build = readme_commands(&self.readme(), "Build");
+        assert_eq!(
+            build,
+            ["npm install", "npm run build"],
+            "the README's build steps changed"
+        );
+        let cache = tools_dir().join("npm-cache");
+        run(
+            Command::new("npm")
+                .current_dir(&self.dir)
+                .args(["install", "--no-audit", "--no-fund", "--prefer-offline"])
+                .arg("--cache")
+                .arg(&cache),
+            "npm install (is Node.js with npm installed?)",
+        );
+        run(
+            Command::new("npm")
+                .current_dir(&self.dir)
+                .args(["run", "build"])
+                .arg("--cache")
+                .arg(&cache),
+            "npm run build (jco componentize)",
+        );
+        std::fs::read(self.wasm()).unwrap_or_else(|e| panic!("{}: {e}", self.wasm().display()))
+    }
+}
+
 /// Where the installed tools are cached between runs.
 pub fn tools_dir() -> PathBuf {
     let dir = std::env::var_os("CARGO_TARGET_DIR")
