@@ -14,6 +14,7 @@
 //! set), kept between runs, so only the first run compiles the SDK's
 //! dependencies.
 
+use radwasm_test_support::scaffold::readme_commands;
 use radwasm_test_support::{output_text as text, repository as repo};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -80,26 +81,6 @@ fn user_cargo(dir: &Path) -> Command {
         command.env_remove(variable);
     }
     command
-}
-
-/// The lines of the first fenced block after the heading `## {heading}`
-/// of a README.
-fn readme_commands(readme: &str, heading: &str) -> Vec<String> {
-    let section = readme
-        .split(&format!("\n## {heading}\n"))
-        .nth(1)
-        .unwrap_or_else(|| panic!("no `## {heading}` in the README:\n{readme}"));
-    let block = section
-        .split("```")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no code block under `## {heading}`"));
-    block
-        .lines()
-        .skip(1) // the fence's language
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .map(str::to_string)
-        .collect()
 }
 
 /// `(name, version)` of every package in a `Cargo.lock`.

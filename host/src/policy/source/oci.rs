@@ -157,7 +157,9 @@ pub enum OciError {
     DockerConfig { detail: String },
 }
 
-/// The config blob of the Wasm OCI artifact layout.
+/// The config blob of the Wasm OCI artifact layout. Not `oci-wasm`'s: it is
+/// built on oci-client 0.17, pulls a layer whole with no size limit, and
+/// stamps `created` with the time of the push (no reproducible digest).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct WasmConfig {
