@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// The crates a policy depends on (`radwasm policy new` writes them into a
 /// scaffold with what they depend on inside this repository; the same list
-/// as `SDK_CRATES` in src/cli/policy_new.rs, which a test there checks).
+/// as `SDK_CRATES` in src/scaffold/mod.rs, which a test there checks).
 const SDK_CRATES: &[&str] = &["radwasm-policy-sdk", "radwasm-policy-core"];
 
 /// Directories of a crate that are not part of what it builds as a

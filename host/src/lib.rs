@@ -19,5 +19,6 @@ pub mod policy;
 pub mod radius;
 pub mod reconcile_policy;
 pub mod runner;
+pub mod scaffold;
 
 pub mod telemetry;
