@@ -2,7 +2,7 @@
 //! one object at a time, each object at most once in the queue, and the
 //! queue served in the order its objects came due. The three controllers
 //! (templates and resources in `controller/`, policies in
-//! `reconcile_policy/loader.rs`) all run on it.
+//! `reconcile_policy/loader/`) all run on it.
 //!
 //! kube-runtime's `Controller` runner keeps the first three rules but not the
 //! last: while every slot is busy it parks the reconciles that come due in a

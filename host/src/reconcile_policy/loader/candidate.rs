@@ -1,0 +1,343 @@
+//! One look at a policy's spec: the module it names fetched, its digest
+//! checked, compiled, its world and contract checked, its cases run; the
+//! version to activate, or why not (a [`Problem`]).
+
+use kube::ResourceExt;
+use radwasm_policy_model::cases;
+use sha2::{Digest, Sha256};
+
+use crate::policy::source::{SecretRef, Source, SourceError, SourceErrorKind};
+use crate::policy::{self, LoadError, LoadedPolicy};
+use crate::reconcile_policy::crd::{PolicyModule, ReconcilePolicy, ReconcilePolicySpec};
+use crate::reconcile_policy::registry::{Active, Problem};
+
+use super::Loader;
+
+pub(super) enum Candidate {
+    /// The loaded version is exactly this candidate.
+    Unchanged,
+    Loaded(Active),
+}
+
+pub(super) fn problem(reason: &'static str, message: impl Into<String>) -> Problem {
+    Problem {
+        reason,
+        message: message.into(),
+    }
+}
+
+/// Fetch, check, compile and test the policy's module as its spec says now.
+pub(super) async fn candidate(
+    policy: &ReconcilePolicy,
+    loader: &Loader,
+) -> Result<Candidate, Problem> {
+    let spec = &policy.spec;
+    let source =
+        check_spec(spec, &loader.policy_namespace).map_err(|m| problem("InvalidSpec", m))?;
+    let fetched = source.fetch(&loader.fetcher).await.map_err(fetch_problem)?;
+    let (source_name, bytes, digest) = (fetched.source_name, fetched.bytes, fetched.digest);
+    if let Some(expected) = spec.module.sha256.as_deref() {
+        let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
+        if expected != digest {
+            return Err(problem(
+                "DigestMismatch",
+                format!(
+                    "{source_name}: the component's SHA-256 is {digest}, not the {expected} spec.module.sha256 requires; not loaded"
+                ),
+            ));
+        }
+    }
+    let cases = fetch_cases(spec, loader).await?;
+    let limits = spec.limits.unwrap_or_default();
+    let identity = format!(
+        "{digest} fuel={:?} memory={:?} cases={} base={:?}",
+        limits.fuel,
+        limits.memory_bytes,
+        cases_fingerprint(&cases),
+        spec.base
+    );
+    if let Some(entry) = loader.registry.get(&policy.name_any())
+        && entry
+            .active
+            .as_ref()
+            .is_some_and(|a| a.identity == identity)
+        && entry.problem.is_none()
+    {
+        return Ok(Candidate::Unchanged);
+    }
+    let engine = loader.engine.clone();
+    let registry = loader.registry.clone();
+    let (name, base) = (policy.name_any(), spec.base.clone());
+    let loaded = tokio::task::spawn_blocking(move || -> Result<LoadedPolicy, Problem> {
+        let loaded = engine
+            .load_bytes(&source_name, &bytes)
+            .map_err(load_problem)?;
+        let loaded = loaded.with_limits(
+            limits.fuel,
+            limits
+                .memory_bytes
+                .map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
+        );
+        // The cases run over the stack the layer decides over now; the
+        // registry puts the stack together again at every selection.
+        let stack = match (&base, loaded.is_layer()) {
+            (Some(base), false) => {
+                return Err(problem(
+                    "InvalidSpec",
+                    format!(
+                        "spec.base names {base:?}, but {} is a policy that decides alone ({}); only a layer (world layer) decides over a base",
+                        loaded.display_name(),
+                        loaded.worlds()
+                    ),
+                ));
+            }
+            (Some(base), true) => loaded.on_base(registry.base_stack(&name, base)?),
+            (None, _) => loaded.clone(),
+        };
+        run_cases(&stack, &cases)?;
+        Ok(loaded)
+    })
+    .await
+    .map_err(|e| problem("LoadFailed", format!("the load task failed: {e}")))??;
+    Ok(Candidate::Loaded(Active {
+        policy: loaded,
+        identity,
+    }))
+}
+
+/// Where the module comes from, once the spec is known to name exactly one.
+pub(super) fn check_spec(
+    spec: &ReconcilePolicySpec,
+    policy_namespace: &str,
+) -> Result<Source, String> {
+    for (field, namespace) in [
+        (
+            "module.configMap",
+            spec.module.config_map.as_ref().map(|c| &c.namespace),
+        ),
+        (
+            "cases.configMap",
+            spec.cases.as_ref().map(|c| &c.config_map.namespace),
+        ),
+    ] {
+        if let Some(namespace) = namespace
+            && namespace != policy_namespace
+        {
+            return Err(format!(
+                "spec.{field}.namespace is {namespace:?}: this controller reads policy ConfigMaps in {policy_namespace:?} only (--policy-namespace)"
+            ));
+        }
+    }
+    let module: &PolicyModule = &spec.module;
+    let named: Vec<&str> = [
+        module.builtin.is_some().then_some("builtin"),
+        module.config_map.is_some().then_some("configMap"),
+        module.oci.is_some().then_some("oci"),
+        module.url.is_some().then_some("url"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if named.len() != 1 {
+        return Err(format!(
+            "spec.module must name exactly one of builtin, configMap, oci and url; it names {}",
+            if named.is_empty() {
+                "none".to_string()
+            } else {
+                named.join(", ")
+            }
+        ));
+    }
+    for (field, selector) in [
+        ("namespaceSelector", &spec.namespace_selector),
+        ("objectSelector", &spec.object_selector),
+    ] {
+        if let Some(selector) = selector {
+            kube::core::Selector::try_from(selector.clone())
+                .map_err(|e| format!("spec.{field}: {e}"))?;
+        }
+    }
+    if let Some(sha) = &module.sha256 {
+        let hex = sha.trim_start_matches("sha256:");
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "spec.module.sha256 must be 64 hex digits (optionally after sha256:); got {sha:?}"
+            ));
+        }
+    }
+    if module.builtin.is_some() {
+        // `default` is the only built-in policy.
+        return Ok(Source::BuiltIn);
+    }
+    if let Some(config_map) = &module.config_map {
+        if config_map.namespace.is_empty()
+            || config_map.name.is_empty()
+            || config_map.key.is_empty()
+        {
+            return Err("spec.module.configMap needs namespace, name and key".to_string());
+        }
+        return Ok(Source::ConfigMap {
+            namespace: config_map.namespace.clone(),
+            name: config_map.name.clone(),
+            key: config_map.key.clone(),
+        });
+    }
+    if let Some(url) = &module.url {
+        let parsed =
+            reqwest::Url::parse(url).map_err(|e| format!("spec.module.url {url:?}: {e}"))?;
+        let loopback = matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+        if parsed.scheme() != "https" && !(parsed.scheme() == "http" && loopback) {
+            return Err(format!(
+                "spec.module.url must be https (plain http only on loopback); got {url:?}"
+            ));
+        }
+        if module.sha256.is_none() {
+            return Err("spec.module.url needs spec.module.sha256: a component from a URL is loaded only by its digest".to_string());
+        }
+        return Ok(Source::Url(url.clone()));
+    }
+    let reference = module.oci.as_deref().unwrap_or_default();
+    let pinned = match (reference.rsplit_once('@'), &module.digest) {
+        (Some((_, digest)), None) => {
+            check_oci_digest(digest)?;
+            reference.to_string()
+        }
+        (None, Some(digest)) => {
+            check_oci_digest(digest)?;
+            format!("{reference}@{digest}")
+        }
+        (Some((_, inline)), Some(digest)) if inline == digest => reference.to_string(),
+        (Some((_, inline)), Some(digest)) => {
+            return Err(format!(
+                "spec.module.oci pins {inline} but spec.module.digest says {digest}"
+            ));
+        }
+        (None, None) => {
+            return Err(format!(
+                "spec.module.oci {reference:?} needs a digest: write it as repository@sha256:… or set spec.module.digest"
+            ));
+        }
+    };
+    Ok(Source::Oci {
+        reference: pinned,
+        pull_secret: module.pull_secret.as_ref().map(|secret| SecretRef {
+            namespace: secret.namespace.clone(),
+            name: secret.name.clone(),
+        }),
+    })
+}
+
+pub(super) fn check_oci_digest(digest: &str) -> Result<(), String> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "OCI digest {digest:?} is not sha256: followed by 64 hex digits"
+        ))
+    }
+}
+
+/// A refused fetch: `DigestMismatch` if a registry's bytes are not the ones
+/// its digests name, else `FetchFailed` (retried with backoff).
+pub(super) fn fetch_problem(error: SourceError) -> Problem {
+    match error.kind {
+        SourceErrorKind::DigestMismatch => {
+            problem("DigestMismatch", format!("{error}; not loaded"))
+        }
+        SourceErrorKind::Unavailable | SourceErrorKind::TooLarge => {
+            problem("FetchFailed", error.to_string())
+        }
+    }
+}
+
+/// The fixture cases the module must pass: every `*.json` key of the
+/// ConfigMap, by key.
+pub(super) async fn fetch_cases(
+    spec: &ReconcilePolicySpec,
+    loader: &Loader,
+) -> Result<Vec<(String, String)>, Problem> {
+    let Some(source) = &spec.cases else {
+        return Ok(Vec::new());
+    };
+    let key = &source.config_map;
+    let what = format!("cases ConfigMap {}/{}", key.namespace, key.name);
+    let config_map = loader
+        .fetcher
+        .config_map(&key.namespace, &key.name, &what)
+        .await
+        .map_err(|error| problem("FetchFailed", error.to_string()))?;
+    let cases: Vec<(String, String)> = config_map
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| k.ends_with(".json"))
+        .collect();
+    if cases.is_empty() {
+        return Err(problem(
+            "CasesFailed",
+            format!("{what}: no *.json keys in data"),
+        ));
+    }
+    Ok(cases)
+}
+
+pub(super) fn cases_fingerprint(cases: &[(String, String)]) -> String {
+    let mut hasher = Sha256::new();
+    for (key, text) in cases {
+        hasher.update(key.as_bytes());
+        hasher.update([0]);
+        hasher.update(text.as_bytes());
+        hasher.update([0]);
+    }
+    hex::encode(&hasher.finalize()[..8])
+}
+
+/// Every case must pass; the refusal names the first failures.
+pub(super) fn run_cases(policy: &LoadedPolicy, texts: &[(String, String)]) -> Result<(), Problem> {
+    let mut failures = Vec::new();
+    for (key, text) in texts {
+        let case: cases::Case = match serde_json::from_str(text) {
+            Ok(case) => case,
+            Err(error) => {
+                failures.push(format!("{key}: not a case file: {error}"));
+                continue;
+            }
+        };
+        let outcome = match policy.decide(&case.observation) {
+            Ok(decision) => Ok(decision.plan),
+            Err(policy::DecisionError::Policy { error, .. }) => Err(error),
+            Err(error) => {
+                failures.push(format!("{key}: the policy did not decide: {error}"));
+                continue;
+            }
+        };
+        if let Err(mismatch) = cases::check(&case, &outcome) {
+            failures.push(format!("{key}: {mismatch}"));
+        }
+    }
+    if failures.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = failures.iter().take(3).map(String::as_str).collect();
+    Err(problem(
+        "CasesFailed",
+        format!(
+            "{} of {} cases failed: {}",
+            failures.len(),
+            texts.len(),
+            shown.join("; ")
+        ),
+    ))
+}
+
+pub(super) fn load_problem(error: LoadError) -> Problem {
+    let reason = match &error {
+        LoadError::WrongWorld { .. }
+        | LoadError::ForbiddenImport { .. }
+        | LoadError::Incompatible { .. }
+        | LoadError::Link { .. } => "WorldMismatch",
+        _ => "LoadFailed",
+    };
+    problem(reason, error.to_string())
+}

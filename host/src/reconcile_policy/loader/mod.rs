@@ -1,0 +1,297 @@
+//! The `ReconcilePolicy` controller: for each policy object, fetch its
+//! module, check its digest, compile it, check its world and contract,
+//! run its fixture cases, and only then swap it in ([`PolicyRegistry::activate`]).
+//! A candidate that fails any step is refused: the version loaded before
+//! stays in charge, and the policy's status and an Event say why.
+//!
+//! What wakes a policy: a change of its spec (generation), or a change of a
+//! ConfigMap it reads (its module or its cases; ConfigMaps are watched by
+//! their metadata only). A fetch that failed (registry or URL unreachable)
+//! is retried with backoff. It runs on the same queue and runner as the
+//! template and resource controllers (`runner.rs`), with no
+//! limit on concurrency and on every replica, leader or not.
+//!
+//! Checking a candidate version is `candidate.rs`; what is written to a
+//! policy's status, `status.rs`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ListParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::{Client, Resource, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use super::crd::{ReconcilePolicy, ReconcilePolicySpec};
+use super::registry::PolicyRegistry;
+use crate::controller::events::EventRecorders;
+use crate::policy::source;
+use crate::policy::{Fetcher, PolicyEngine};
+use crate::runner::{self, objects};
+
+mod candidate;
+mod status;
+
+use candidate::{Candidate, candidate};
+use status::{flush_counts, write_status};
+
+/// How often decision counts are written to the policies' status.
+const STATUS_FLUSH: Duration = Duration::from_secs(10);
+
+/// What the policy controller needs.
+pub struct Loader {
+    pub client: Client,
+    pub registry: Arc<PolicyRegistry>,
+    pub engine: PolicyEngine,
+    pub recorders: EventRecorders,
+    /// Reads modules (and cases ConfigMaps) from their sources.
+    pub fetcher: Fetcher,
+    /// The one namespace whose ConfigMaps modules and cases come from.
+    pub policy_namespace: String,
+    failures: std::sync::Mutex<BTreeMap<String, u32>>,
+}
+
+impl Loader {
+    pub fn new(
+        client: Client,
+        registry: Arc<PolicyRegistry>,
+        engine: PolicyEngine,
+        recorders: EventRecorders,
+        insecure_registries: Vec<String>,
+        policy_namespace: String,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            fetcher: Fetcher::new(client.clone(), insecure_registries)?,
+            client,
+            registry,
+            engine,
+            recorders,
+            policy_namespace,
+            failures: Default::default(),
+        })
+    }
+}
+
+/// Whether the `ReconcilePolicy` CRD is served. Without it, every object is
+/// decided by `--policy` (said once in the log).
+pub async fn crd_installed(client: &Client) -> Result<bool, kube::Error> {
+    let api: Api<ReconcilePolicy> = Api::all(client.clone());
+    match api.list(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// Run the policy controller until `shutdown`.
+pub async fn run(loader: Arc<Loader>, shutdown: CancellationToken) {
+    let policies: Api<ReconcilePolicy> = Api::all(loader.client.clone());
+    let (store, writer) = reflector::store();
+    let registry = loader.registry.clone();
+    let trigger = watcher(policies, watcher::Config::default())
+        .default_backoff()
+        // Until the policies are listed nothing is decided: say why.
+        .inspect_err(|error| tracing::warn!(%error, "watching ReconcilePolicy objects"))
+        .reflect(writer)
+        .inspect_ok(move |event| match event {
+            watcher::Event::Apply(policy) | watcher::Event::InitApply(policy) => {
+                registry.upsert(policy)
+            }
+            watcher::Event::Delete(policy) => registry.remove(&policy.name_any()),
+            watcher::Event::InitDone => registry.set_listed(),
+            watcher::Event::Init => {}
+        })
+        .applied_objects()
+        // The policy's own status writes do not wake it.
+        .predicate_filter(predicates::generation, Default::default());
+    // Which policies read a ConfigMap, from the policies' cache.
+    let readers = store.clone();
+    let config_maps = watcher(
+        Api::<PartialObjectMeta<ConfigMap>>::namespaced(
+            loader.client.clone(),
+            &loader.policy_namespace,
+        ),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(predicates::resource_version, Default::default())
+    .flat_map(move |event| {
+        let readers = match event {
+            Ok(config_map) => {
+                let namespace = config_map.namespace().unwrap_or_default();
+                let name = config_map.name_any();
+                readers
+                    .state()
+                    .into_iter()
+                    .filter(|policy| reads_config_map(&policy.spec, &namespace, &name))
+                    .map(|policy| ObjectRef::from_obj(&*policy))
+                    .collect()
+            }
+            Err(error) => {
+                tracing::debug!(%error, "ConfigMap watch");
+                Vec::new()
+            }
+        };
+        futures::stream::iter(readers)
+    });
+    let flush = tokio::spawn(flush_counts(loader.clone(), shutdown.clone()));
+    // Every replica loads the policies, leader or not: a standby that takes
+    // over decides at once with what is loaded. Policies are few, so there
+    // is no limit on how many load at once.
+    runner::run(
+        futures::stream::select(objects(trigger, "ReconcilePolicy watch"), config_maps),
+        store,
+        0,
+        shutdown,
+        std::future::ready(()),
+        move |policy, _waited| reconcile(policy, loader.clone()),
+    )
+    .await;
+    flush.abort();
+}
+
+fn reads_config_map(spec: &ReconcilePolicySpec, namespace: &str, name: &str) -> bool {
+    let module = spec
+        .module
+        .config_map
+        .as_ref()
+        .is_some_and(|c| c.namespace == namespace && c.name == name);
+    let cases = spec
+        .cases
+        .as_ref()
+        .is_some_and(|c| c.config_map.namespace == namespace && c.config_map.name == name);
+    module || cases
+}
+
+/// Why a reconcile of a policy could not finish (retried with backoff).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct LoaderError(String);
+
+/// Load `policy`'s module if it changed; when to look at it again. A policy
+/// whose status could not be written is looked at again soon; one that
+/// loaded, or was refused for good, only when it or what it reads changes.
+async fn reconcile(policy: Arc<ReconcilePolicy>, loader: Arc<Loader>) -> Duration {
+    match load(&policy, &loader).await {
+        Ok(Some(retry)) => retry,
+        Ok(None) => runner::LATEST,
+        Err(error) => {
+            tracing::info!(%error, "policy status not written; retrying");
+            source::retry_delay(1)
+        }
+    }
+}
+
+/// One look at `policy`: load it or say why not, and write its status; how
+/// soon to retry a problem that may pass (a fetch, a base).
+async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Duration>, LoaderError> {
+    let name = policy.name_any();
+    let outcome = candidate(policy, loader).await;
+    let entry = loader.registry.get(&name);
+    let retry = match outcome {
+        Ok(Candidate::Unchanged) => None,
+        Ok(Candidate::Loaded(active)) => {
+            let loaded = active.policy.display_name();
+            let digest = active.policy.digest().to_string();
+            loader.registry.activate(&name, active);
+            tracing::info!(reconcile_policy = %name, policy = %loaded, %digest, "policy version activated");
+            event(
+                loader,
+                policy,
+                EventType::Normal,
+                "Activated",
+                format!("{loaded} (sha256:{digest}) decides from now on"),
+            )
+            .await;
+            None
+        }
+        Err(problem) => {
+            let keeps = entry
+                .as_ref()
+                .and_then(|e| e.active.as_ref())
+                .map(|a| a.policy.display_name());
+            let message = match &keeps {
+                Some(current) => format!("{}; {current} stays in charge", problem.message),
+                None => problem.message.clone(),
+            };
+            tracing::warn!(reconcile_policy = %name, reason = problem.reason, "policy candidate refused: {message}");
+            let news = entry.as_ref().and_then(|e| e.problem.as_ref()) != Some(&problem);
+            if news {
+                event(loader, policy, EventType::Warning, problem.reason, message).await;
+            }
+            // A fetch may work later, and a base may be created or become
+            // Ready: both are looked at again, paced by the same backoff.
+            let retry = (problem.reason == "FetchFailed" || problem.reason.starts_with("Base"))
+                .then(|| fetch_backoff(loader, &name));
+            loader.registry.refuse(&name, problem);
+            retry
+        }
+    };
+    if retry.is_none()
+        && let Ok(mut failures) = loader.failures.lock()
+    {
+        failures.remove(&name);
+    }
+    write_status(loader, policy).await?;
+    Ok(retry)
+}
+
+fn fetch_backoff(loader: &Loader, name: &str) -> Duration {
+    let Ok(mut failures) = loader.failures.lock() else {
+        return source::retry_delay(u32::MAX);
+    };
+    let count = failures.entry(name.to_string()).or_default();
+    *count = count.saturating_add(1);
+    source::retry_delay(*count)
+}
+
+async fn event(
+    loader: &Loader,
+    policy: &ReconcilePolicy,
+    kind: EventType,
+    reason: &str,
+    note: String,
+) {
+    let reference = policy.object_ref(&());
+    let event = Event {
+        type_: kind,
+        reason: reason.to_string(),
+        note: Some(note.chars().take(1024).collect()),
+        action: "Load".to_string(),
+        secondary: None,
+    };
+    if let Err(error) = loader.recorders.publish(&event, &reference).await {
+        tracing::debug!(%error, "policy event not recorded");
+    }
+}
+
+/// The labels of every namespace, from a watch of their metadata (for
+/// `namespaceSelector`), and a stream that ticks when labels change.
+pub fn namespaces(
+    client: &Client,
+) -> (
+    reflector::Store<PartialObjectMeta<Namespace>>,
+    impl futures::Stream<Item = ()> + Send + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let stream = watcher(
+        Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .touched_objects()
+    .predicate_filter(predicates::labels, Default::default())
+    .filter_map(|r| async move { r.ok().map(|_| ()) });
+    (store, stream)
+}
+
+#[cfg(test)]
+mod tests;

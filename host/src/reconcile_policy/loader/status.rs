@@ -1,0 +1,150 @@
+//! What the loader writes to a `ReconcilePolicy`'s status: the version in
+//! charge, why a candidate was refused, and the decision counts, flushed
+//! every [`super::STATUS_FLUSH`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::reconcile_policy::crd::ReconcilePolicy;
+
+use super::{Loader, LoaderError, STATUS_FLUSH};
+
+/// Write what the controller holds for one policy into its status. The
+/// decision counts are not part of it: only [`flush_counts`] writes them,
+/// and only when they moved, so a controller that decided nothing for the
+/// policy (one just started, a standby, another shard) never resets the
+/// counts of the one that decides.
+pub(super) async fn write_status(
+    loader: &Loader,
+    policy: &ReconcilePolicy,
+) -> Result<(), LoaderError> {
+    let name = policy.name_any();
+    let Some(entry) = loader.registry.get(&name) else {
+        return Ok(());
+    };
+    let current = policy.status.clone().unwrap_or_default();
+    let (status, reason, message) = match (&entry.active, &entry.problem) {
+        (Some(active), None) => (
+            "True",
+            "Loaded",
+            format!("{} decides", active.policy.display_name()),
+        ),
+        (Some(active), Some(problem)) => (
+            "True",
+            "CandidateRefused",
+            format!(
+                "{} decides; the new candidate was refused ({}): {}",
+                active.policy.display_name(),
+                problem.reason,
+                problem.message
+            ),
+        ),
+        (None, Some(problem)) => ("False", problem.reason, problem.message.clone()),
+        (None, None) => ("False", "Loading", "loading the first version".to_string()),
+    };
+    let previous = current.conditions.iter().find(|c| c.type_ == "Ready");
+    let since = match previous {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => Time(k8s_openapi::jiff::Timestamp::now()),
+    };
+    let condition = Condition {
+        type_: "Ready".to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message: message.chars().take(4096).collect(),
+        observed_generation: policy.meta().generation,
+        last_transition_time: since,
+    };
+    let (loaded_name, version, digest, worlds) = match &entry.active {
+        Some(active) => {
+            let description = active.policy.description();
+            let worlds = active.policy.worlds();
+            let role = if worlds.layer { "layer" } else { "policy" };
+            let mut names = Vec::new();
+            if worlds.template {
+                names.push(format!("template-{role}@{}", worlds.contract.version()));
+            }
+            if worlds.resource {
+                names.push(format!("resource-{role}@{}", worlds.contract.version()));
+            }
+            (
+                Some(description.name.clone()),
+                Some(description.version.clone()),
+                Some(format!("sha256:{}", active.policy.digest())),
+                names,
+            )
+        }
+        None => (None, None, None, Vec::new()),
+    };
+    let patch = serde_json::json!({
+        "status": {
+            "observedGeneration": policy.meta().generation,
+            "conditions": [condition],
+            "name": loaded_name,
+            "version": version,
+            "digest": digest,
+            "worlds": worlds,
+            "lastError": entry.problem.as_ref().map(|p| format!("{}: {}", p.reason, p.message)),
+        }
+    });
+    let api: Api<ReconcilePolicy> = Api::all(loader.client.clone());
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            LoaderError(format!(
+                "status of ReconcilePolicy {name}: {}",
+                crate::controller::describe_kube_error(&e)
+            ))
+        })
+}
+
+/// Write decision and disagreement counts into each policy's status when
+/// they moved, every [`STATUS_FLUSH`].
+pub(super) async fn flush_counts(loader: Arc<Loader>, shutdown: CancellationToken) {
+    let api: Api<ReconcilePolicy> = Api::all(loader.client.clone());
+    let mut written: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut ticker = tokio::time::interval(STATUS_FLUSH);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        for entry in loader.registry.entries() {
+            let counts = (
+                entry
+                    .counters
+                    .decisions
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                entry
+                    .counters
+                    .shadow_disagreements
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            );
+            // A process that decided nothing for a policy writes nothing
+            // for it, so an idle controller (another shard, a standby)
+            // never overwrites the counts of the one that decides.
+            if written.get(&entry.name).unwrap_or(&(0, 0)) == &counts {
+                continue;
+            }
+            let patch = serde_json::json!({"status": {"decisions": counts.0, "shadowDisagreements": counts.1}});
+            match api
+                .patch_status(&entry.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    written.insert(entry.name.clone(), counts);
+                }
+                Err(error) => {
+                    tracing::debug!(%error, policy = %entry.name, "decision counts not written")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+use super::candidate::{check_spec, run_cases};
+use super::*;
+use crate::policy::embedded;
+use serde_json::json;
+
+fn spec(value: serde_json::Value) -> ReconcilePolicySpec {
+    serde_json::from_value(value).expect("spec")
+}
+
+fn refusal(value: serde_json::Value) -> String {
+    match check_spec(&spec(value), "radwasm-system") {
+        Ok(_) => "accepted".to_string(),
+        Err(message) => message,
+    }
+}
+
+#[test]
+fn a_spec_names_exactly_one_module_source_with_the_digests_it_needs() {
+    let digest = format!("sha256:{}", "a".repeat(64));
+    for (value, expected) in [
+        (
+            json!({"module": {}}),
+            "exactly one of builtin, configMap, oci and url; it names none",
+        ),
+        (
+            json!({"module": {"builtin": "default", "url": "https://x/p.wasm"}}),
+            "it names builtin, url",
+        ),
+        (
+            json!({"module": {"url": "http://example.com/p.wasm", "sha256": "a".repeat(64)}}),
+            "must be https",
+        ),
+        (
+            json!({"module": {"url": "https://example.com/p.wasm"}}),
+            "needs spec.module.sha256",
+        ),
+        (
+            json!({"module": {"oci": "registry.example/p:v1"}}),
+            "needs a digest",
+        ),
+        (
+            json!({"module": {"oci": "registry.example/p@sha256:abc"}}),
+            "is not sha256: followed by 64 hex digits",
+        ),
+        (
+            json!({"module": {"oci": format!("registry.example/p@{digest}"), "digest": format!("sha256:{}", "b".repeat(64))}}),
+            "but spec.module.digest says",
+        ),
+        (
+            json!({"module": {"configMap": {"namespace": "team-a", "name": "p", "key": "k"}}}),
+            "reads policy ConfigMaps in \"radwasm-system\" only",
+        ),
+        (
+            json!({"module": {"builtin": "default"}, "cases": {"configMap": {"namespace": "team-a", "name": "c"}}}),
+            "spec.cases.configMap.namespace",
+        ),
+        (
+            json!({"module": {"builtin": "default", "sha256": "xyz"}}),
+            "must be 64 hex digits",
+        ),
+        (
+            json!({"module": {"builtin": "default"}, "objectSelector": {"matchExpressions": [{"key": "a", "operator": "Sideways"}]}}),
+            "spec.objectSelector",
+        ),
+    ] {
+        let got = refusal(value.clone());
+        assert!(got.contains(expected), "{value}: {got}");
+    }
+    for value in [
+        json!({"module": {"builtin": "default"}}),
+        json!({"module": {"url": "http://127.0.0.1:8000/p.wasm", "sha256": "a".repeat(64)}}),
+        json!({"module": {"oci": format!("registry.example/p@{digest}")}}),
+        json!({"module": {"oci": "registry.example/p:v1", "digest": digest}}),
+        json!({"module": {"configMap": {"namespace": "radwasm-system", "name": "p", "key": "k"}}}),
+    ] {
+        assert_eq!(refusal(value.clone()), "accepted", "{value}");
+    }
+}
+
+#[test]
+fn every_case_must_pass_and_the_refusal_names_the_failing_ones() {
+    let engine = PolicyEngine::new(crate::policy::Limits {
+        concurrent_decisions: 2,
+        ..Default::default()
+    })
+    .expect("engine");
+    let policy = embedded::load_default(&engine).expect("default policy");
+    let case = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../guests/default-policy/cases/template/01-new-template-gets-finalizer-and-deploys.json"
+    ))
+    .expect("case");
+    let good = ("good.json".to_string(), case.clone());
+    let bad = (
+        "bad.json".to_string(),
+        case.replace("app-abc123", "app-zzz"),
+    );
+    let junk = ("junk.json".to_string(), "{".to_string());
+    assert!(run_cases(&policy, std::slice::from_ref(&good)).is_ok());
+    let refused = run_cases(&policy, &[good, bad, junk]).expect_err("refused");
+    assert_eq!(refused.reason, "CasesFailed");
+    assert!(
+        refused
+            .message
+            .starts_with("2 of 3 cases failed: bad.json: ")
+            && refused.message.contains("junk.json: not a case file"),
+        "{}",
+        refused.message
+    );
+}
