@@ -1,4 +1,4 @@
-//! What one object kind brings to the shared reconcile path (`driver.rs`):
+//! What one object kind brings to the shared reconcile path (`driver/`):
 //! the [`Reconciled`] trait the two kinds implement, how a plan's execution
 //! went, and the key an object is remembered under.
 
