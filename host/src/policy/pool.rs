@@ -122,26 +122,12 @@ pub fn pooling_config(
         // of returning them to the kernel: a decision touches the same few
         // pages every time, and refaulting them costs more than the memset
         // (docs/benchmarks.md has the figures).
-        .linear_memory_keep_resident(
-            std::env::var("EXP_MEM")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(MEMORY_KEEP_RESIDENT),
-        )
-        .table_keep_resident(
-            std::env::var("EXP_TAB")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(TABLE_KEEP_RESIDENT),
-        )
+        .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
+        .table_keep_resident(TABLE_KEEP_RESIDENT)
         // Where the kernel can tell which pages a guest dirtied (Linux
         // 6.7+, PAGEMAP_SCAN), reset only those instead of the whole
         // resident prefix.
-        .pagemap_scan(if std::env::var("EXP_SCAN").is_ok() {
-            Enabled::No
-        } else {
-            Enabled::Auto
-        });
+        .pagemap_scan(Enabled::Auto);
     config
 }
 
