@@ -102,9 +102,7 @@ impl Scaffold {
         );
         std::fs::read(self.wasm()).unwrap_or_else(|e| panic!("{}: {e}", self.wasm().display()))
     }
-}
 
-impl Scaffold {
     /// Build a JavaScript scaffold with the steps of its README's `Build`
     /// section (`npm install`, `npm run build`), npm's cache in `target/`
     /// (offline when it already holds every package); the component's
@@ -138,7 +136,7 @@ impl Scaffold {
 }
 
 /// Where the installed tools are cached between runs.
-pub fn tools_dir() -> PathBuf {
+fn tools_dir() -> PathBuf {
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repository().join("target"))
