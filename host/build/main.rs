@@ -34,6 +34,12 @@ const CORE_GUESTS: &[&str] = &[
     "annotation-canary",
     "team-label-layer",
 ];
+/// Guests built again with a cargo feature, into their own target
+/// directory (so the two builds of one crate never overwrite each other's
+/// output), under another name: `team-label-layer` with the default policy
+/// linked in as its base.
+const FEATURE_GUESTS: &[(&str, &str, &str)] =
+    &[("team-label-layer", "linked", "team-label-linked")];
 /// Guest crates built as components for `wasm32-wasip2`.
 const WASI_GUESTS: &[&str] = &["misbehaving-policy"];
 const CORE_TARGET: &str = "wasm32-unknown-unknown";
@@ -66,33 +72,43 @@ fn main() {
 
     sdk::embed_sdk(&workspace, &out_dir);
 
-    build_guests(&workspace, &guest_target_dir, CORE_TARGET, CORE_GUESTS);
-    build_guests(&workspace, &guest_target_dir, WASI_TARGET, WASI_GUESTS);
+    build_guests(
+        &workspace,
+        &guest_target_dir,
+        CORE_TARGET,
+        CORE_GUESTS,
+        None,
+    );
+    build_guests(
+        &workspace,
+        &guest_target_dir,
+        WASI_TARGET,
+        WASI_GUESTS,
+        None,
+    );
+    for (guest, feature, _) in FEATURE_GUESTS {
+        let dir = guest_target_dir.join(feature);
+        build_guests(&workspace, &dir, CORE_TARGET, &[guest], Some(feature));
+    }
 
     let guest_dir = out_dir.join("guests");
     std::fs::create_dir_all(&guest_dir).expect("create OUT_DIR/guests");
-    let built = |target: &str, guest: &str| {
-        guest_target_dir
+    let built = |target_dir: &Path, target: &str, guest: &str| {
+        target_dir
             .join(target)
             .join(GUEST_PROFILE)
             .join(format!("{}.wasm", guest.replace('-', "_")))
     };
     for guest in CORE_GUESTS {
-        let from = built(CORE_TARGET, guest);
-        let module =
-            std::fs::read(&from).unwrap_or_else(|error| panic!("read {}: {error}", from.display()));
-        let component = wit_component::ComponentEncoder::default()
-            .module(&module)
-            .and_then(|encoder| encoder.validate(true).encode())
-            .unwrap_or_else(|error| {
-                panic!("turning {} into a component: {error:#}", from.display())
-            });
-        let to = guest_dir.join(format!("{guest}.wasm"));
-        std::fs::write(&to, component)
-            .unwrap_or_else(|error| panic!("write {}: {error}", to.display()));
+        let from = built(&guest_target_dir, CORE_TARGET, guest);
+        componentize(&from, &guest_dir.join(format!("{guest}.wasm")));
+    }
+    for (guest, feature, name) in FEATURE_GUESTS {
+        let from = built(&guest_target_dir.join(feature), CORE_TARGET, guest);
+        componentize(&from, &guest_dir.join(format!("{name}.wasm")));
     }
     for guest in WASI_GUESTS {
-        let from = built(WASI_TARGET, guest);
+        let from = built(&guest_target_dir, WASI_TARGET, guest);
         let to = guest_dir.join(format!("{guest}.wasm"));
         std::fs::copy(&from, &to)
             .unwrap_or_else(|error| panic!("copy {} to {}: {error}", from.display(), to.display()));
@@ -102,6 +118,18 @@ fn main() {
         "cargo:rustc-env=RADWASM_DEFAULT_POLICY_WASM={}",
         guest_dir.join("default-policy.wasm").display()
     );
+}
+
+/// Turn the core module at `from` into a component at `to` (what
+/// `wasm-tools component new` does).
+fn componentize(from: &Path, to: &Path) {
+    let module =
+        std::fs::read(from).unwrap_or_else(|error| panic!("read {}: {error}", from.display()));
+    let component = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .and_then(|encoder| encoder.validate(true).encode())
+        .unwrap_or_else(|error| panic!("turning {} into a component: {error:#}", from.display()));
+    std::fs::write(to, component).unwrap_or_else(|error| panic!("write {}: {error}", to.display()));
 }
 
 /// rustup installs the targets a toolchain file lists only when it installs
@@ -139,7 +167,13 @@ fn ensure_wasm_target(target: &str) {
 /// Flags for the guest build (one flag per \x1f-separated entry).
 const GUEST_RUSTFLAGS: &str = "-Clink-arg=-zstack-size=65536\x1f-Ctarget-feature=+simd128";
 
-fn build_guests(workspace: &Path, target_dir: &Path, target: &str, guests: &[&str]) {
+fn build_guests(
+    workspace: &Path,
+    target_dir: &Path,
+    target: &str,
+    guests: &[&str],
+    feature: Option<&str>,
+) {
     ensure_wasm_target(target);
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
@@ -154,6 +188,9 @@ fn build_guests(workspace: &Path, target_dir: &Path, target: &str, guests: &[&st
         .arg(target_dir);
     for guest in guests {
         command.arg("-p").arg(guest);
+    }
+    if let Some(feature) = feature {
+        command.arg("--features").arg(feature);
     }
     // The outer build's settings are for the host target; none of them may
     // leak into the wasm build (clippy's wrapper, host RUSTFLAGS, jobserver).

@@ -178,6 +178,50 @@ fn the_rust_layer_passes_its_cases() {
 }
 
 #[test]
+fn a_layer_linked_over_the_default_decides_as_the_host_stacks_it() {
+    // `team-label-layer` built with `export_linked_layer!`: a policy (one
+    // instance) that runs the default it links and then the layer. Over
+    // every observation of the layer's and the default's cases it decides
+    // exactly what the host's stack of the two decides.
+    let engine = engine();
+    let stacked = team_label(&engine);
+    let linked = engine
+        .load_file(&guest("team-label-linked"))
+        .expect("the linked layer loads");
+    assert!(!linked.is_layer());
+    assert_eq!(
+        linked.worlds().to_string(),
+        "world radapp:policy/policy@0.4.0"
+    );
+    assert_eq!(linked.stack().len(), 1, "{:?}", linked.stack());
+    assert!(passes_cases(&linked, &repository().join("guests/team-label-layer/cases")) >= 6);
+
+    let outcome =
+        |policy: &LoadedPolicy, observation: &Observation| match policy.decide(observation) {
+            Ok(decision) => Ok(decision.plan),
+            Err(DecisionError::Policy { error, .. }) => Err(error),
+            Err(error) => panic!("{error}"),
+        };
+    let mut compared = 0;
+    for dir in [
+        "guests/team-label-layer/cases",
+        "guests/default-policy/cases",
+    ] {
+        for loaded in load_cases(&repository().join(dir)).expect("cases") {
+            let observation = &loaded.case.observation;
+            assert_eq!(
+                outcome(&linked, observation),
+                outcome(&stacked, observation),
+                "{}",
+                loaded.path.display()
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared >= 100, "{compared} observations");
+}
+
+#[test]
 fn a_guest_built_against_contract_0_3_decides_every_default_case_the_same() {
     // 0.4 changed no record: a 0.3 guest sees exactly what a 0.4 policy
     // sees, so the default policy as built against 0.3 passes every case of

@@ -223,6 +223,39 @@ fn with_nothing_but_the_binary_a_policy_is_scaffolded_built_checked_and_tested()
         assert!(output.status.success(), "{command}: {all}");
         assert!(all.contains(expected), "{command}: {all}");
     }
+    // The README's other form: the same layer with the default linked in,
+    // by the one edit it names; a policy now, passing the same cases.
+    let readme_section = readme
+        .split("### Over the default in one instance")
+        .nth(1)
+        .expect("the README says how to link the default");
+    assert!(
+        readme_section.contains("Replace `export_layer!` with `export_linked_layer!`"),
+        "{readme}"
+    );
+    let lib = dir.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).expect("src/lib.rs");
+    assert_eq!(source.matches("export_layer!").count(), 1, "{source}");
+    std::fs::write(
+        &lib,
+        source.replace("export_layer!", "export_linked_layer!"),
+    )
+    .expect("edit");
+    build_offline(&dir, &words, &target_dir, "the build of the linked form");
+    let wasm = wasm.display().to_string();
+    let check = radwasm(&["policy", "check", &wasm]);
+    let all = text(&check);
+    assert!(check.status.success(), "{all}");
+    assert!(all.contains("world radapp:policy/policy@0.4.0"), "{all}");
+    assert!(!all.contains("layers on:"), "{all}");
+    let cases = dir.join("cases").display().to_string();
+    let test = radwasm(&["policy", "test", &wasm, &cases]);
+    assert!(test.status.success(), "{}", text(&test));
+    assert!(
+        text(&test).contains("6 passed, 0 failed"),
+        "{}",
+        text(&test)
+    );
     eprintln!(
         "the embedded-SDK scaffold test took {:.1} s",
         started.elapsed().as_secs_f64()

@@ -36,6 +36,8 @@
 //!
 //! * [`Layer`]: the trait to implement for a layer, one method per kind;
 //! * [`export_layer!`]: exports a layer as the component;
+//! * [`export_linked_layer!`]: exports a layer with the default policy
+//!   linked in as its base, one instance per decision;
 //! * [`Policy`]: the trait to implement for a policy that decides alone;
 //! * [`export_policy!`]: exports a policy as the component;
 //! * [`log`] with a [`Level`]: messages into the controller's log;
@@ -54,6 +56,11 @@
 /// that a policy needs no dependency of its own on the model crate, and
 /// always gets the version the SDK converts from and to.
 pub use radwasm_policy_model as model;
+
+/// The default policy, for [`export_linked_layer!`] to name whatever the
+/// guest crate calls its own dependency.
+#[doc(hidden)]
+pub use radwasm_policy_core;
 
 #[doc(hidden)]
 pub mod convert;
@@ -315,6 +322,55 @@ macro_rules! export_policy {
 
         $crate::bindings::export_common!(__RadwasmPolicyExport with_types_in $crate::bindings);
         $crate::policy_bindings::export_policy_exports!(__RadwasmPolicyExport with_types_in $crate::policy_bindings);
+    };
+}
+
+/// Export a [`Layer`] with the default policy linked in as its base: the
+/// component is a policy (world `radapp:policy/policy@0.4.0`) whose every
+/// decision runs `radwasm_policy_core`'s default and then the layer over
+/// its plan, in one instance.
+///
+/// The same layer exported with [`export_layer!`] is run by the host over
+/// whatever base its `ReconcilePolicy` names, each in an instance of its
+/// own, and its decision records show the base's plan. Linked, a decision
+/// costs about what the default alone does (one instance, the observation
+/// lowered once), but the base can only be the default this SDK carries,
+/// fixed when the layer is built, and the records show only the final plan.
+/// A base that refuses refuses the whole decision, as it does when the host
+/// stacks them.
+///
+/// ```ignore
+/// radwasm_policy_sdk::export_linked_layer!(MyLayer);
+/// ```
+#[macro_export]
+macro_rules! export_linked_layer {
+    ($layer:ty) => {
+        #[doc(hidden)]
+        struct __RadwasmLinkedLayer;
+
+        impl $crate::Policy for __RadwasmLinkedLayer {
+            fn describe() -> $crate::model::Description {
+                <$layer as $crate::Layer>::describe()
+            }
+
+            fn decide_template(
+                observation: &$crate::model::TemplateObservation,
+            ) -> ::core::result::Result<$crate::model::TemplatePlan, $crate::model::PolicyError>
+            {
+                let base = $crate::radwasm_policy_core::decide_template(observation)?;
+                <$layer as $crate::Layer>::decide_template(observation, base)
+            }
+
+            fn decide_resource(
+                observation: &$crate::model::ResourceObservation,
+            ) -> ::core::result::Result<$crate::model::ResourcePlan, $crate::model::PolicyError>
+            {
+                let base = $crate::radwasm_policy_core::decide_resource(observation)?;
+                <$layer as $crate::Layer>::decide_resource(observation, base)
+            }
+        }
+
+        $crate::export_policy!(__RadwasmLinkedLayer);
     };
 }
 

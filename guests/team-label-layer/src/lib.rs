@@ -42,4 +42,10 @@ impl Layer for TeamLabel {
     }
 }
 
+// Built twice: as a layer the host runs over any base, and (feature
+// `linked`, `team-label-linked.wasm` among the built guests) with the
+// default policy linked in as its base.
+#[cfg(not(feature = "linked"))]
 radwasm_policy_sdk::export_layer!(TeamLabel);
+#[cfg(feature = "linked")]
+radwasm_policy_sdk::export_linked_layer!(TeamLabel);
