@@ -1,50 +1,28 @@
-//! The Radius HTTP client: one method per thing a controller does, each
-//! request bounded by a timeout and retried with jittered backoff on 429,
-//! 5xx and connection failures, honouring `Retry-After`.
+//! The Radius HTTP client: one method per thing a controller does. Each
+//! request goes through [`send`] (a timeout, retries with jittered backoff
+//! on 429, 5xx and connection failures, `Retry-After` honoured); [`poll`]
+//! follows a started operation to its outcome.
+
+mod poll;
+mod send;
+
+use send::Answer;
+pub use send::RetryPolicy;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
 
 use super::endpoint::AGGREGATED_PATH;
 use super::error::{self, RadiusError};
-use super::operation::{self, OperationKind, PollOutcome, ResumeToken};
+use super::operation::{OperationKind, ResumeToken};
 use super::{DEPLOYMENT_API_VERSION, Endpoint, RESOURCE_API_VERSION};
 use radwasm_policy_model::scope::{Scope, parse_resource_id};
 use std::sync::Arc;
 
 use crate::metrics::Metrics;
-
-/// Timeouts and retries for every request.
-#[derive(Debug, Clone)]
-pub struct RetryPolicy {
-    /// Attempts per request, the first included.
-    pub attempts: u32,
-    /// Backoff before the second attempt; doubles per attempt, jittered.
-    pub base_delay: Duration,
-    /// Backoff ceiling (a longer `Retry-After` is honoured up to `max_retry_after`).
-    pub max_delay: Duration,
-    /// Longest `Retry-After` waited for inside one call; longer ones are
-    /// returned to the caller as [`RadiusError::Throttled`].
-    pub max_retry_after: Duration,
-    /// Timeout of one request, connect included.
-    pub timeout: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            attempts: 5,
-            base_delay: Duration::from_millis(200),
-            max_delay: Duration::from_secs(5),
-            max_retry_after: Duration::from_secs(30),
-            timeout: Duration::from_secs(15),
-        }
-    }
-}
 
 /// A deployment to start: the spec of a `DeploymentTemplate` as JSON texts.
 #[derive(Debug, Clone)]
@@ -65,41 +43,6 @@ pub enum DeleteStart {
     Done { already_gone: bool },
     /// Accepted (202); poll the token.
     Started(ResumeToken),
-}
-
-/// One HTTP answer.
-struct Answer {
-    status: u16,
-    headers: HeaderMap,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self, what: &str) -> Result<Value, RadiusError> {
-        if self.body.trim().is_empty() {
-            return Ok(Value::Null);
-        }
-        serde_json::from_str(&self.body).map_err(|e| RadiusError::BadResponse {
-            what: what.to_string(),
-            reason: format!("body is not JSON: {e}"),
-        })
-    }
-
-    fn retry_after(&self) -> Option<Duration> {
-        retry_after(&self.headers)
-    }
-
-    fn header(&self, name: &str) -> Option<String> {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    }
-}
-
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    text.parse::<u64>().ok().map(Duration::from_secs)
 }
 
 /// How long a resource group found or created is taken to exist without
@@ -395,132 +338,6 @@ impl RadiusClient {
         }
     }
 
-    /// Poll an operation once.
-    pub async fn poll(&self, token: &ResumeToken) -> Result<PollOutcome, RadiusError> {
-        if let Some(rejection) = &token.rejected {
-            return Ok(PollOutcome::Failed {
-                code: rejection.code.clone(),
-                message: rejection.message.clone(),
-            });
-        }
-        let outcome = if let Some(url) = &token.async_operation {
-            match (self.poll_status(url).await?, token.kind) {
-                (PollOutcome::Succeeded { .. }, OperationKind::Deployment) => {
-                    self.final_deployment(token).await?
-                }
-                (outcome, _) => outcome,
-            }
-        } else if let Some(url) = &token.location {
-            self.poll_location(token, url).await?
-        } else {
-            return self.poll_resource(token).await;
-        };
-        match (outcome, token.kind) {
-            // Radius forgot the operation, which says nothing about what it
-            // was for: a deployment is followed through its own record (so
-            // one that ran is never sent again), and a deletion through the
-            // resource (over once it is gone).
-            (PollOutcome::NotFound, _) => self.poll_resource(token).await,
-            (outcome, _) => Ok(outcome),
-        }
-    }
-
-    /// GET the `Azure-AsyncOperation` status resource.
-    async fn poll_status(&self, url: &str) -> Result<PollOutcome, RadiusError> {
-        let what = format!("GET operation {url}");
-        let answer = self.send(reqwest::Method::GET, url, None, &what).await?;
-        match answer.status {
-            404 => Ok(PollOutcome::NotFound),
-            202 => Ok(PollOutcome::InProgress {
-                retry_after: answer.retry_after(),
-            }),
-            200 => {
-                let body = answer.json(&what)?;
-                let status = body.get("status").and_then(Value::as_str).ok_or_else(|| {
-                    RadiusError::BadResponse {
-                        what: what.clone(),
-                        reason: "operation status has no \"status\"".to_string(),
-                    }
-                })?;
-                Ok(
-                    operation::terminal(status, &body).unwrap_or(PollOutcome::InProgress {
-                        retry_after: answer.retry_after(),
-                    }),
-                )
-            }
-            status => Err(error::from_status(status, &what, &answer.body)),
-        }
-    }
-
-    /// GET the `Location` result URL: 202 while running, the final body after.
-    async fn poll_location(
-        &self,
-        token: &ResumeToken,
-        url: &str,
-    ) -> Result<PollOutcome, RadiusError> {
-        let what = format!("GET operation result {url}");
-        let answer = self.send(reqwest::Method::GET, url, None, &what).await?;
-        match answer.status {
-            202 => Ok(PollOutcome::InProgress {
-                retry_after: answer.retry_after(),
-            }),
-            404 => Ok(PollOutcome::NotFound),
-            204 => Ok(PollOutcome::Succeeded {
-                output_resources: Vec::new(),
-            }),
-            200 | 201 => match token.kind {
-                OperationKind::Deletion => Ok(PollOutcome::Succeeded {
-                    output_resources: Vec::new(),
-                }),
-                OperationKind::Deployment => {
-                    let body = answer.json(&what)?;
-                    if body.get("properties").is_some() {
-                        Ok(deployment_outcome(&body))
-                    } else {
-                        self.final_deployment(token).await
-                    }
-                }
-            },
-            status => Err(error::from_status(status, &what, &answer.body)),
-        }
-    }
-
-    /// No operation URL was given, or Radius forgot the operation: look at
-    /// the resource itself. A deletion is over when the resource is gone,
-    /// and still running while the resource's `provisioningState` is not
-    /// terminal (`Accepted`, `Deleting`). A resource in a terminal state
-    /// has no deletion running: the DELETE failed, or the resource was made
-    /// again after it (a deployment still running put it back). That is
-    /// `NotFound`, an operation Radius does not have, so the policy sends
-    /// the DELETE again instead of polling forever.
-    async fn poll_resource(&self, token: &ResumeToken) -> Result<PollOutcome, RadiusError> {
-        match (token.kind, self.get_resource(&token.resource_id).await?) {
-            (OperationKind::Deletion, None) => Ok(PollOutcome::Succeeded {
-                output_resources: Vec::new(),
-            }),
-            (OperationKind::Deletion, Some(body)) => {
-                let state = body
-                    .pointer("/properties/provisioningState")
-                    .and_then(Value::as_str)
-                    .unwrap_or("Succeeded");
-                Ok(match operation::terminal(state, &body) {
-                    Some(_) => PollOutcome::NotFound,
-                    None => PollOutcome::InProgress { retry_after: None },
-                })
-            }
-            (OperationKind::Deployment, None) => Ok(PollOutcome::NotFound),
-            (OperationKind::Deployment, Some(body)) => Ok(deployment_outcome(&body)),
-        }
-    }
-
-    /// The final GET of a deployment: its output resources.
-    async fn final_deployment(&self, token: &ResumeToken) -> Result<PollOutcome, RadiusError> {
-        match self.get_resource(&token.resource_id).await? {
-            Some(body) => Ok(deployment_outcome(&body)),
-            None => Ok(PollOutcome::NotFound),
-        }
-    }
-
     fn token(
         &self,
         kind: OperationKind,
@@ -556,136 +373,6 @@ impl RadiusClient {
             Some(query) => format!("{path}?{query}"),
             None => path,
         }
-    }
-
-    /// Send one request with retries. Returns any answer that is not 429 or
-    /// 5xx (those are retried), so callers interpret 2xx/4xx themselves.
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&Value>,
-        what: &str,
-    ) -> Result<Answer, RadiusError> {
-        let url = format!("{}{path}", self.endpoint.base);
-        let policy = &self.retry;
-        let mut delay = policy.base_delay;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let mut request = self.http.request(method.clone(), &url);
-            if let Some(token) = &self.endpoint.bearer {
-                request = request.bearer_auth(token);
-            }
-            if let Some(body) = body {
-                request = request.json(body);
-            }
-            let started = std::time::Instant::now();
-            let sent = request.send().await;
-            self.observe(
-                &method,
-                sent.as_ref().map_or(0, |r| r.status().as_u16()),
-                started,
-            );
-            let wait = match sent {
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    let headers = response.headers().clone();
-                    let text = match response.text().await {
-                        Ok(text) => text,
-                        Err(error) if attempt < policy.attempts => {
-                            tracing::debug!(%what, attempt, %error, "reading Radius' answer failed; retrying");
-                            sleep_jittered(&mut delay, policy).await;
-                            continue;
-                        }
-                        Err(error) => {
-                            return Err(RadiusError::Unreachable {
-                                what: what.to_string(),
-                                attempts: attempt,
-                                reason: error.to_string(),
-                            });
-                        }
-                    };
-                    if status != 429 && status < 500 {
-                        return Ok(Answer {
-                            status,
-                            headers,
-                            body: text,
-                        });
-                    }
-                    let hint = retry_after(&headers);
-                    if attempt >= policy.attempts
-                        || hint.is_some_and(|h| h > policy.max_retry_after)
-                    {
-                        if let Some(arm) = error::arm_error(status, &text)
-                            .filter(|_| status != 429 && status != 503)
-                        {
-                            return Err(arm);
-                        }
-                        return Err(RadiusError::Throttled {
-                            what: what.to_string(),
-                            status,
-                            attempts: attempt,
-                            retry_after: hint,
-                        });
-                    }
-                    tracing::debug!(%what, attempt, status, ?hint, "Radius is busy; retrying");
-                    hint
-                }
-                Err(error) => {
-                    if attempt >= policy.attempts {
-                        return Err(RadiusError::Unreachable {
-                            what: what.to_string(),
-                            attempts: attempt,
-                            reason: describe(&error),
-                        });
-                    }
-                    tracing::debug!(%what, attempt, error = %describe(&error), "request failed; retrying");
-                    None
-                }
-            };
-            match wait {
-                Some(hint) => tokio::time::sleep(hint).await,
-                None => sleep_jittered(&mut delay, policy).await,
-            }
-        }
-    }
-}
-
-/// Sleep a random time in [delay/2, delay], then double `delay` up to the cap.
-async fn sleep_jittered(delay: &mut Duration, policy: &RetryPolicy) {
-    let factor: f64 = rand::random_range(0.5..=1.0);
-    tokio::time::sleep(delay.mul_f64(factor)).await;
-    *delay = (*delay * 2).min(policy.max_delay);
-}
-
-fn describe(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    if error.is_timeout() {
-        text.push_str(" (timed out)");
-    }
-    text
-}
-
-fn deployment_outcome(body: &Value) -> PollOutcome {
-    let state = body
-        .pointer("/properties/provisioningState")
-        .and_then(Value::as_str)
-        .unwrap_or("Succeeded");
-    match operation::terminal(
-        state,
-        &json!({"error": body.pointer("/properties/error").cloned().unwrap_or(Value::Null)}),
-    ) {
-        Some(PollOutcome::Succeeded { .. }) => PollOutcome::Succeeded {
-            output_resources: operation::output_resources(body),
-        },
-        Some(other) => other,
-        None => PollOutcome::InProgress { retry_after: None },
     }
 }
 

@@ -1,0 +1,189 @@
+//! One request to Radius, with retries: a timeout per attempt, jittered
+//! exponential backoff on 429, 5xx and connection failures, and
+//! `Retry-After` honoured up to a ceiling.
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use serde_json::Value;
+
+use super::RadiusClient;
+use crate::radius::error::{self, RadiusError};
+
+/// Timeouts and retries for every request.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Attempts per request, the first included.
+    pub attempts: u32,
+    /// Backoff before the second attempt; doubles per attempt, jittered.
+    pub base_delay: Duration,
+    /// Backoff ceiling (a longer `Retry-After` is honoured up to `max_retry_after`).
+    pub max_delay: Duration,
+    /// Longest `Retry-After` waited for inside one call; longer ones are
+    /// returned to the caller as [`RadiusError::Throttled`].
+    pub max_retry_after: Duration,
+    /// Timeout of one request, connect included.
+    pub timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 5,
+            base_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(5),
+            max_retry_after: Duration::from_secs(30),
+            timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// One HTTP answer.
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) headers: HeaderMap,
+    pub(super) body: String,
+}
+
+impl Answer {
+    pub(super) fn json(&self, what: &str) -> Result<Value, RadiusError> {
+        if self.body.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_str(&self.body).map_err(|e| RadiusError::BadResponse {
+            what: what.to_string(),
+            reason: format!("body is not JSON: {e}"),
+        })
+    }
+
+    pub(super) fn retry_after(&self) -> Option<Duration> {
+        retry_after(&self.headers)
+    }
+
+    pub(super) fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    }
+}
+
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    text.parse::<u64>().ok().map(Duration::from_secs)
+}
+
+impl RadiusClient {
+    /// Send one request with retries. Returns any answer that is not 429 or
+    /// 5xx (those are retried), so callers interpret 2xx/4xx themselves.
+    pub(super) async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        what: &str,
+    ) -> Result<Answer, RadiusError> {
+        let url = format!("{}{path}", self.endpoint.base);
+        let policy = &self.retry;
+        let mut delay = policy.base_delay;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut request = self.http.request(method.clone(), &url);
+            if let Some(token) = &self.endpoint.bearer {
+                request = request.bearer_auth(token);
+            }
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let started = std::time::Instant::now();
+            let sent = request.send().await;
+            self.observe(
+                &method,
+                sent.as_ref().map_or(0, |r| r.status().as_u16()),
+                started,
+            );
+            let wait = match sent {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let headers = response.headers().clone();
+                    let text = match response.text().await {
+                        Ok(text) => text,
+                        Err(error) if attempt < policy.attempts => {
+                            tracing::debug!(%what, attempt, %error, "reading Radius' answer failed; retrying");
+                            sleep_jittered(&mut delay, policy).await;
+                            continue;
+                        }
+                        Err(error) => {
+                            return Err(RadiusError::Unreachable {
+                                what: what.to_string(),
+                                attempts: attempt,
+                                reason: error.to_string(),
+                            });
+                        }
+                    };
+                    if status != 429 && status < 500 {
+                        return Ok(Answer {
+                            status,
+                            headers,
+                            body: text,
+                        });
+                    }
+                    let hint = retry_after(&headers);
+                    if attempt >= policy.attempts
+                        || hint.is_some_and(|h| h > policy.max_retry_after)
+                    {
+                        if let Some(arm) = error::arm_error(status, &text)
+                            .filter(|_| status != 429 && status != 503)
+                        {
+                            return Err(arm);
+                        }
+                        return Err(RadiusError::Throttled {
+                            what: what.to_string(),
+                            status,
+                            attempts: attempt,
+                            retry_after: hint,
+                        });
+                    }
+                    tracing::debug!(%what, attempt, status, ?hint, "Radius is busy; retrying");
+                    hint
+                }
+                Err(error) => {
+                    if attempt >= policy.attempts {
+                        return Err(RadiusError::Unreachable {
+                            what: what.to_string(),
+                            attempts: attempt,
+                            reason: describe(&error),
+                        });
+                    }
+                    tracing::debug!(%what, attempt, error = %describe(&error), "request failed; retrying");
+                    None
+                }
+            };
+            match wait {
+                Some(hint) => tokio::time::sleep(hint).await,
+                None => sleep_jittered(&mut delay, policy).await,
+            }
+        }
+    }
+}
+
+/// Sleep a random time in [delay/2, delay], then double `delay` up to the cap.
+async fn sleep_jittered(delay: &mut Duration, policy: &RetryPolicy) {
+    let factor: f64 = rand::random_range(0.5..=1.0);
+    tokio::time::sleep(delay.mul_f64(factor)).await;
+    *delay = (*delay * 2).min(policy.max_delay);
+}
+
+fn describe(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    if error.is_timeout() {
+        text.push_str(" (timed out)");
+    }
+    text
+}
