@@ -444,9 +444,15 @@ impl System {
         }
     }
 
-    /// Wait until a controller's log mentions `text` (bounded).
+    /// Wait until a controller's log mentions `text` (bounded, 30 s).
     pub async fn wait_for_log(&self, text: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        self.wait_for_log_within(text, Duration::from_secs(30))
+            .await;
+    }
+
+    /// Wait until a controller's log mentions `text`, for at most `bound`.
+    pub async fn wait_for_log_within(&self, text: &str, bound: Duration) {
+        let deadline = Instant::now() + bound;
         while !self.all_logs().contains(text) {
             assert!(
                 Instant::now() < deadline,

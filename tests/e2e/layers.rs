@@ -101,11 +101,14 @@ async fn shadow_then_enforce(wasm: Vec<u8>) {
     .await;
     // Not its status: on the shared real cluster, another scenario's
     // controller (without this registry as insecure) fails to fetch the
-    // module and says so in the same status.
+    // module and says so in the same status. Activating it compiles it
+    // first: the Python layer's 18 MB take seconds alone, and far longer
+    // while the other scenarios share the two cores.
     system
-        .wait_for_log(&format!(
-            "policy version activated reconcile_policy={layer} "
-        ))
+        .wait_for_log_within(
+            &format!("policy version activated reconcile_policy={layer} "),
+            Duration::from_secs(180),
+        )
         .await;
     let digest = radwasm::policy::digest(&wasm);
     let digest_field = format!("digest=\"{digest}\"");
