@@ -1,6 +1,7 @@
 //! Layers (`docs/layers.md`) end to end through the real binary: a
 //! one-rule layer (refuse templates without a `team` label, the default
-//! policy otherwise), written in Rust (`guests/team-label-layer`), Python
+//! policy otherwise), written in Rust (`guests/team-label-layer`, stacked by
+//! the controller and linked over the default), Python
 //! and JavaScript (scaffolded by `radwasm policy new --lang python|js` and
 //! built with the scaffolds' own commands), pulled from a loopback OCI registry as a `Shadow`
 //! canary, then enforcing; and a layer over another `ReconcilePolicy` named
@@ -44,6 +45,14 @@ fn ready_condition(template: &radwasm::crd::DeploymentTemplate) -> (String, Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_layer_from_a_registry_shadows_then_enforces_its_one_rule() {
     shadow_then_enforce(guest("team-label-layer")).await;
+}
+
+/// The same layer built with the default policy linked in
+/// (`export_linked_layer!`): a policy to the controller, deciding the same
+/// in one instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layer_linked_over_the_default_shadows_then_enforces_its_one_rule() {
+    shadow_then_enforce(guest("team-label-linked")).await;
 }
 
 /// The same layer written in Python: scaffolded by `radwasm policy new
