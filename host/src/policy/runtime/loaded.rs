@@ -235,6 +235,28 @@ impl Exports {
     }
 }
 
+/// One decision of a guest that decides alone (contract version
+/// `$convert`), for the kind named `$kind`: its observation lowered, the
+/// guest called in a fresh instance, its plan lifted.
+macro_rules! policy_decide {
+    ($policy:expr, $indices:expr, $observation:expr, $convert:ident, $kind:literal,
+     $observation_to_wit:ident, $plan_from_wit:ident) => {{
+        let policy = $policy;
+        let indices = $indices.ok_or_else(|| policy.unsupported($kind))?;
+        let input = convert::$convert::$observation_to_wit($observation.clone());
+        let (result, state) = policy.run(|store, instance| {
+            let guest = indices.load(&mut *store, instance)?;
+            guest.call_decide(&mut *store, &input)
+        })?;
+        policy.finish(
+            result
+                .map(convert::$convert::$plan_from_wit)
+                .map_err(convert::$convert::policy_error_from_wit),
+            state,
+        )
+    }};
+}
+
 /// A 0.4 layer's decision for one kind: the base decides first, then the
 /// layer is given the observation and the base's plan.
 macro_rules! layer_decide {
@@ -388,20 +410,17 @@ impl LoadedPolicy {
         observation: &model::TemplateObservation,
     ) -> Result<Decision<model::TemplatePlan>, DecisionError> {
         macro_rules! decide {
-            ($indices:expr, $convert:ident) => {{
-                let indices = $indices.ok_or_else(|| self.unsupported("DeploymentTemplate"))?;
-                let input = convert::$convert::template_observation_to_wit(observation.clone());
-                let (result, state) = self.run(|store, instance| {
-                    let guest = indices.load(&mut *store, instance)?;
-                    guest.call_decide(&mut *store, &input)
-                })?;
-                self.finish(
-                    result
-                        .map(convert::$convert::template_plan_from_wit)
-                        .map_err(convert::$convert::policy_error_from_wit),
-                    state,
+            ($indices:expr, $convert:ident) => {
+                policy_decide!(
+                    self,
+                    $indices,
+                    observation,
+                    $convert,
+                    "DeploymentTemplate",
+                    template_observation_to_wit,
+                    template_plan_from_wit
                 )
-            }};
+            };
         }
         match &self.inner.exports {
             Exports::V0_4(indices) => match &indices.template {
@@ -435,20 +454,17 @@ impl LoadedPolicy {
         observation: &model::ResourceObservation,
     ) -> Result<Decision<model::ResourcePlan>, DecisionError> {
         macro_rules! decide {
-            ($indices:expr, $convert:ident) => {{
-                let indices = $indices.ok_or_else(|| self.unsupported("DeploymentResource"))?;
-                let input = convert::$convert::resource_observation_to_wit(observation.clone());
-                let (result, state) = self.run(|store, instance| {
-                    let guest = indices.load(&mut *store, instance)?;
-                    guest.call_decide(&mut *store, &input)
-                })?;
-                self.finish(
-                    result
-                        .map(convert::$convert::resource_plan_from_wit)
-                        .map_err(convert::$convert::policy_error_from_wit),
-                    state,
+            ($indices:expr, $convert:ident) => {
+                policy_decide!(
+                    self,
+                    $indices,
+                    observation,
+                    $convert,
+                    "DeploymentResource",
+                    resource_observation_to_wit,
+                    resource_plan_from_wit
                 )
-            }};
+            };
         }
         match &self.inner.exports {
             Exports::V0_4(indices) => match &indices.resource {
