@@ -173,6 +173,7 @@ pub fn from_crd(crd: &Value) -> Result<Vec<Kind>, Vec<(String, String)>> {
             "Invalid value: must have exactly one version marked as storage version".into(),
         ));
     }
+    problems.extend(printer_column_problems(&versions));
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -220,6 +221,37 @@ pub fn from_crd(crd: &Value) -> Result<Vec<Kind>, Vec<(String, String)>> {
                 .unwrap_or_default(),
         })
         .collect())
+}
+
+/// The real server's checks of `additionalPrinterColumns[].jsonPath`: set,
+/// and a path from the object starting with `.`; this server also refuses
+/// one it could not evaluate.
+fn printer_column_problems(versions: &[Value]) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    for (v, version) in versions.iter().enumerate() {
+        let columns = version
+            .get("additionalPrinterColumns")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for (c, column) in columns.iter().enumerate() {
+            let field = format!("spec.versions[{v}].additionalPrinterColumns[{c}].jsonPath");
+            let path = column.get("jsonPath").and_then(Value::as_str).unwrap_or("");
+            let problem = if path.is_empty() {
+                Some("Required value".to_string())
+            } else if !path.starts_with('.') {
+                Some(format!(
+                    "Invalid value: \"{path}\": must be a simple json path starting with ."
+                ))
+            } else {
+                crate::table::parse_path(path)
+                    .err()
+                    .map(|error| format!("Invalid value: \"{path}\": {error}"))
+            };
+            problems.extend(problem.map(|problem| (field, problem)));
+        }
+    }
+    problems
 }
 
 /// True for `events.k8s.io/v1` Events: the same objects as core/v1 Events

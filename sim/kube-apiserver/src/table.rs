@@ -2,7 +2,15 @@
 //! asks for (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`), with
 //! the columns the real server prints for the built-in kinds and a CRD's
 //! `additionalPrinterColumns` (or `Age` when it declares none).
+//!
+//! A printer column's `jsonPath` is evaluated as the real server does (its
+//! `k8s.io/client-go/util/jsonpath`, missing keys allowed, the first result
+//! taken): plain paths, indexes, and filters such as
+//! `.status.conditions[?(@.type=="Ready")].status`. The evaluation is the
+//! `jsonpath-rust` crate's (RFC 9535, whose syntax is a superset of the
+//! subset CRD columns use), on the path with the root `$` prefixed.
 
+use jsonpath_rust::parser::model::JpQuery;
 use serde_json::{Value, json};
 
 use crate::kinds::Kind;
@@ -36,8 +44,9 @@ pub fn wants_table(accept: &str) -> bool {
 /// How one column gets its cell.
 enum Cell {
     Name,
-    /// A simple JSONPath (`.a.b`, `.a[0].b`) with the column's type.
-    Path(String, String),
+    /// A printer column's JSONPath (parsed, or why it cannot be) with the
+    /// column's type.
+    Path(Result<JpQuery, String>, String),
     Age,
     /// Creation time as an RFC 3339 string (CRDs' "Created At").
     CreatedAt,
@@ -78,7 +87,7 @@ fn columns(kind: &Kind) -> Vec<Column> {
             "",
             priority,
             "",
-            Cell::Path(path.into(), kind.into()),
+            Cell::Path(parse_path(path), kind.into()),
         )
     };
     if kind.custom {
@@ -90,7 +99,7 @@ fn columns(kind: &Kind) -> Vec<Column> {
                 "",
                 0,
                 AGE_DESCRIPTION,
-                Cell::Path(".metadata.creationTimestamp".into(), "date".into()),
+                Cell::Path(parse_path(".metadata.creationTimestamp"), "date".into()),
             ));
         }
         for printer in &kind.printer_columns {
@@ -101,7 +110,7 @@ fn columns(kind: &Kind) -> Vec<Column> {
                 text("format"),
                 printer.get("priority").and_then(Value::as_i64).unwrap_or(0),
                 text("description"),
-                Cell::Path(text("jsonPath").into(), text("type").into()),
+                Cell::Path(parse_path(text("jsonPath")), text("type").into()),
             ));
         }
         return out;
@@ -250,27 +259,26 @@ fn typed(kind: &str, value: &Value, now: chrono::DateTime<chrono::Utc>) -> Value
     }
 }
 
-/// Follow `.a.b[0].c`; only the simple paths CRD printer columns allow.
-fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
-    let mut current = object;
-    for part in path
-        .trim_start_matches('.')
-        .split('.')
-        .filter(|p| !p.is_empty())
-    {
-        let (field, indexes) = match part.find('[') {
-            Some(at) => (&part[..at], &part[at..]),
-            None => (part, ""),
-        };
-        if !field.is_empty() {
-            current = current.get(field)?;
-        }
-        for index in indexes.split('[').filter(|i| !i.is_empty()) {
-            let index: usize = index.trim_end_matches(']').parse().ok()?;
-            current = current.get(index)?;
-        }
-    }
-    Some(current)
+/// A printer column's `jsonPath` (`.status.phase`, as the CRD writes it,
+/// relative to the object) as a query from the root.
+pub fn parse_path(path: &str) -> Result<JpQuery, String> {
+    let rooted = if path.starts_with('$') {
+        path.to_string()
+    } else {
+        format!("${path}")
+    };
+    jsonpath_rust::parser::parse_json_path(&rooted).map_err(|error| error.to_string())
+}
+
+/// The first value `path` finds in `object`, as the real server takes it
+/// (`results[0][0]`); `None` when it finds nothing or cannot be parsed.
+fn lookup<'a>(object: &'a Value, path: &Result<JpQuery, String>) -> Option<&'a Value> {
+    let query = path.as_ref().ok()?;
+    jsonpath_rust::query::js_path_process(query, object)
+        .ok()?
+        .into_iter()
+        .next()
+        .map(|found| found.val())
 }
 
 /// How long ago `timestamp` was, in the real server's short form (`45s`,
@@ -330,12 +338,30 @@ mod tests {
     }
 
     #[test]
-    fn printer_column_paths_follow_fields_and_indexes() {
-        let object = json!({"status": {"conditions": [{"type": "Ready"}]}});
+    fn printer_column_paths_follow_fields_indexes_and_filters() {
+        let object = json!({"status": {"conditions": [
+            {"type": "Progressing", "status": "False"},
+            {"type": "Ready", "status": "True"},
+        ]}});
+        let find = |path: &str| lookup(&object, &parse_path(path)).cloned();
         assert_eq!(
-            lookup(&object, ".status.conditions[0].type"),
-            Some(&json!("Ready"))
+            find(".status.conditions[0].type"),
+            Some(json!("Progressing"))
         );
-        assert_eq!(lookup(&object, ".status.phase"), None);
+        assert_eq!(
+            find(r#".status.conditions[?(@.type=="Ready")].status"#),
+            Some(json!("True"))
+        );
+        assert_eq!(
+            find(".status.conditions[?(@.type=='Ready')].status"),
+            Some(json!("True"))
+        );
+        assert_eq!(
+            find(r#".status.conditions[?(@.type=="Gone")].status"#),
+            None
+        );
+        assert_eq!(find(".status.phase"), None);
+        assert!(parse_path(".status[?(").is_err());
+        assert_eq!(lookup(&object, &parse_path(".status[?(")), None);
     }
 }
