@@ -77,10 +77,13 @@ pub fn owner_of(
 /// Why the Radius DELETE of `resource` must wait, if it must: it stands for
 /// an application or environment, and another `DeploymentResource` of the
 /// same controller owner, of an earlier deletion wave (other resources, then
-/// applications, then environments), is still there and going away (being
-/// deleted, or one of the owner's own, which the owner deletes first). An
-/// object that is not the owner's and not being deleted does not hold it:
-/// it stays when the template goes, so waiting for it would wait for ever.
+/// applications, then environments), is still there and going away: being
+/// deleted, or one of the owner's own while the owner is being deleted
+/// (which deletes its own first). An object that is not going away does
+/// not hold it, or it would wait for ever: one that is not the owner's
+/// stays when the template goes, and while the template lives its own
+/// current outputs stay (a new deployment's container does not hold the
+/// deletion of the application an earlier one made).
 /// `owners` is the index of each template's `DeploymentResource`s, kept
 /// from the same watch as `caches.resources`.
 pub fn deletion_held_by(
@@ -98,7 +101,8 @@ pub fn deletion_held_by(
         .find(|o| o.controller == Some(true))?
         .uid
         .clone();
-    let owner = owner_of(caches, resource);
+    let owner_going = owner_of(caches, resource)
+        .filter(|template| template.metadata.deletion_timestamp.is_some());
     let name = resource.name_any();
     owners
         .get(&owner_uid)
@@ -108,7 +112,7 @@ pub fn deletion_held_by(
         .find(|sibling| {
             deletion_wave(&sibling.spec.id) < wave
                 && (sibling.metadata.deletion_timestamp.is_some()
-                    || owner
+                    || owner_going
                         .as_deref()
                         .is_some_and(|template| produced_by(template, sibling, &[])))
         })
@@ -327,11 +331,27 @@ mod tests {
         )));
         assert_eq!(view.held(&app), None);
 
-        // One of the template's own, not yet being deleted: the template
-        // deletes it first, so the application waits for it.
+        // One of the template's own, not being deleted, while the template
+        // lives: a current output, which stays (the application is one an
+        // earlier deployment made), so it holds nothing.
         view.resource(watcher::Event::Apply(sibling(
             "web", &container, true, false,
         )));
+        assert_eq!(view.held(&app), None);
+        // Unlabelled but listed by the template (Radius's controller made
+        // it): the same.
+        let listed = sibling("listed", &container, false, false);
+        view.resource(watcher::Event::Apply(listed.clone()));
+        assert_eq!(view.held(&app), None);
+        view.resource(watcher::Event::Delete(listed));
+
+        // The template being deleted: it deletes its own first, so the
+        // application waits for them.
+        let mut going = template(&[&container, &application]);
+        going.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
+        );
+        view.apply_template(going);
         let held = view.held(&app).expect("waits for the template's own");
         assert!(held.contains("waits for web"), "{held}");
 
