@@ -839,10 +839,11 @@ fn converge(
         .filter(|resource| !wanted_ids.contains(&resource.radius_id))
         .collect();
     // Every stale resource is asked to go at once, not wave by wave: once
-    // `outputResources` no longer lists one, only radwasm's own label says
-    // it was this template's, and the objects Radius's controller created
-    // have none. The host holds each application's and environment's
-    // Radius DELETE until the template's other resources are gone.
+    // `outputResources` no longer lists one, only the `radapp.io/template-uid`
+    // label says it was this template's (the host puts it on the objects
+    // Radius's controller created before a status write drops them from the
+    // list). The host holds each application's and environment's Radius
+    // DELETE until the template's other resources being deleted are gone.
     let mut stale_left = false;
     for (asked, resource) in stale.iter().filter(|r| !r.deletion_requested).enumerate() {
         if asked == MAX_CHANGES_PER_PLAN {

@@ -16,6 +16,7 @@ pub mod memory;
 pub mod object;
 pub mod observe;
 pub mod ownership;
+pub mod produced;
 pub mod radius_hash;
 mod resource;
 pub mod schema_check;

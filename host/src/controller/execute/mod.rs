@@ -31,6 +31,7 @@ mod resources;
 
 use deployment::{Deployment, Started, delete_deployment, deployment_id, start_deployment};
 pub use events::emit;
+pub(crate) use resources::truncate_label;
 use resources::{create_resource, delete_resource, start_radius_delete};
 
 /// Carry out a template plan.
@@ -61,6 +62,16 @@ pub async fn template_plan(
     // if it wrote them; and whether a deleted record must be dropped there.
     let mut annotated: Option<Vec<String>> = None;
     let mut records_dropped = false;
+    // A plan that replaces the output list first labels what the old list
+    // alone made the template's own (`produced`), so that it stays so until
+    // it is deleted; any failure here stops the plan before that write.
+    let next_outputs = actions.iter().rev().find_map(|action| match action {
+        TemplateAction::SetStatus(update) => update.output_resources.as_deref(),
+        _ => None,
+    });
+    if let Some(next) = next_outputs {
+        super::produced::mark_before_replacing(ctx, object, next).await?;
+    }
     for (index, action) in actions.iter().enumerate() {
         match action {
             TemplateAction::AddFinalizer => {

@@ -187,7 +187,8 @@ pub(super) async fn start_radius_delete(
     }))
 }
 
-pub(super) fn truncate_label(value: &str) -> String {
+/// A label value of at most 63 characters that ends as labels must.
+pub(crate) fn truncate_label(value: &str) -> String {
     value
         .chars()
         .take(63)
