@@ -42,7 +42,7 @@ async fn controlled_resource(system: &System, owner: &str, name: &str, radius_id
 }
 
 /// Wait (at most 60 s) until `done` says so; fail naming `what`.
-async fn wait_until<F, Fut>(system: &System, what: &str, mut done: F)
+pub(crate) async fn wait_until<F, Fut>(system: &System, what: &str, mut done: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -69,7 +69,7 @@ async fn resource_gone(system: &System, name: &str) -> bool {
 }
 
 /// PUT a resource into Radius directly, as another tool would.
-async fn put_in_radius(system: &System, radius_id: &str) {
+pub(crate) async fn put_in_radius(system: &System, radius_id: &str) {
     system.radius().ensure_resource_group("default");
     let response = reqwest::Client::new()
         .put(format!(

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use radwasm::crd::{DeploymentResource, DeploymentResourceSpec, DeploymentTemplate};
 use serde_json::{Value, json};
@@ -293,4 +293,265 @@ async fn malformed_manifests_in_either_shape_fail_naming_the_field_with_no_radiu
         "no Radius call for bad input"
     );
     system.shutdown().await;
+}
+
+/// `deploymenttemplate-outputresources-1.json` with its three resources
+/// named by parameters, as Bicep compiles `param`s.
+fn named_by_parameters() -> String {
+    let mut template: Value =
+        serde_json::from_str(&fixture("deploymenttemplate-outputresources-1.json"))
+            .expect("the fixture");
+    template["parameters"] = json!({
+        "environment": {"type": "string"},
+        "application": {"type": "string"},
+        "container": {"type": "string"},
+    });
+    let resources = &mut template["resources"];
+    for (resource, parameter) in [
+        ("outputResourcesEnvironment", "environment"),
+        ("outputResourcesApplication", "application"),
+        ("outputResourcesContainer", "container"),
+    ] {
+        resources[resource]["properties"]["name"] = json!(format!("[parameters('{parameter}')]"));
+    }
+    template.to_string()
+}
+
+/// The names of the three resources a template made by
+/// [`named_by_parameters`] deploys.
+struct Names {
+    environment: String,
+    application: String,
+    container: String,
+}
+
+impl Names {
+    fn new(environment: String, application: String, container: String) -> Self {
+        Names {
+            environment,
+            application,
+            container,
+        }
+    }
+
+    /// The template's parameters, in Radius's shape (a map of text).
+    fn parameters(&self) -> Value {
+        json!({
+            "environment": self.environment,
+            "application": self.application,
+            "container": self.container,
+        })
+    }
+
+    /// Their Radius ids, lower-cased.
+    fn ids(&self) -> Vec<String> {
+        [
+            id("environments", &self.environment),
+            id("applications", &self.application),
+            id("containers", &self.container),
+        ]
+        .map(|id| id.to_ascii_lowercase())
+        .to_vec()
+    }
+}
+
+fn lower_sorted<'a>(ids: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+    let mut ids: Vec<String> = ids.into_iter().map(|id| id.to_ascii_lowercase()).collect();
+    ids.sort();
+    ids
+}
+
+/// When a scenario deletes the template it edited.
+#[derive(PartialEq)]
+enum Deleted {
+    /// Once the edit has settled: the old resources are gone.
+    AfterCleanup,
+    /// As soon as the new deployment is recorded, while the old resources'
+    /// deletions still run (each Radius DELETE takes a while).
+    DuringCleanup,
+}
+
+/// Radius's controller deployed `name` (its three resources are in
+/// Radius, its status and `DeploymentResource`s as that controller writes
+/// them, with the hash it computes); radwasm takes it over without
+/// deploying it, then the template is edited so that it deploys `after`.
+/// Exactly one deployment; exactly one DELETE of each old resource that
+/// `after` drops, none of one it keeps; the old `DeploymentResource`s go;
+/// and deleting the template (`when`) leaves nothing in Radius, with no
+/// DELETE sent twice.
+async fn taken_over_then_renamed(name: &str, after: impl Fn(&Names) -> Names, when: Deleted) {
+    let mut system = System::start(&[]).await;
+    system.stop_controller();
+    let before = Names::new(
+        format!("{name}-env"),
+        format!("{name}-app"),
+        format!("{name}-web"),
+    );
+    let after = after(&before);
+    for radius_id in before.ids() {
+        crate::ownership::put_in_radius(&system, &radius_id).await;
+    }
+    let mut object = radius_shaped(name, &named_by_parameters(), before.parameters());
+    object.metadata.finalizers = Some(vec!["radapp.io/deployment-template-finalizer".into()]);
+    system.create(&object).await;
+    let hash = radwasm::controller::radius_hash::radius_status_hash(&object.spec)
+        .expect("a spec in Radius's shape");
+    as_radius_left_it(&system, name, &hash, &before.ids()).await;
+
+    // Taken over: Ready, nothing deployed, Radius's objects adopted.
+    system.start_controller();
+    system
+        .wait_template(name, "the Ready condition", |t| {
+            t.and_then(|t| t.status.as_ref()).is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+        })
+        .await;
+    assert_eq!(system.radius().stats().deployment_puts, 0, "redeployed");
+    assert_eq!(system.owned(name).await.len(), 3);
+
+    if when == Deleted::DuringCleanup {
+        system
+            .radius()
+            .faults()
+            .set_delete_duration(Duration::from_secs(2));
+    }
+    // Edited: the parameters name other resources.
+    let patch = json!({"spec": {"parameters": after.parameters()}});
+    system
+        .templates()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("edit");
+    let dropped: Vec<String> = before
+        .ids()
+        .into_iter()
+        .filter(|id| !after.ids().contains(id))
+        .collect();
+    let wanted = lower_sorted(&after.ids());
+    if when == Deleted::DuringCleanup {
+        system
+            .wait_template(name, "the new deployment recorded", |t| {
+                t.and_then(|t| t.status.as_ref())
+                    .is_some_and(|s| lower_sorted(&s.output_resources) == wanted)
+            })
+            .await;
+        assert!(
+            dropped
+                .iter()
+                .any(|id| system.radius().resource(id).is_some()),
+            "the old resources went before the template was deleted"
+        );
+        deleted_leaves_nothing(&system, name).await;
+        system.shutdown().await;
+        return;
+    }
+    crate::ownership::wait_until(
+        &system,
+        "the new resources are tracked and the dropped ones deleted",
+        || async {
+            let template = system.templates().get(name).await.expect("get");
+            let settled = template.status.as_ref().is_some_and(|s| {
+                s.phrase.as_deref() == Some("Ready")
+                    && s.observed_generation == template.metadata.generation
+                    && lower_sorted(&s.output_resources) == wanted
+            });
+            let owned = system.owned(name).await;
+            settled
+                && lower_sorted(owned.iter().map(|r| &r.spec.id)) == wanted
+                && dropped
+                    .iter()
+                    .all(|id| system.radius().resource(id).is_none())
+        },
+    )
+    .await;
+    let stats = system.radius().stats();
+    assert_eq!(
+        stats.deployment_puts, 1,
+        "{:?}",
+        stats.deployment_puts_by_name
+    );
+    for radius_id in before.ids() {
+        let expected = u64::from(dropped.contains(&radius_id));
+        assert_eq!(
+            stats.deletes_for(&radius_id),
+            expected,
+            "DELETEs of {radius_id}: {:?}",
+            stats.deleted
+        );
+    }
+    for radius_id in after.ids() {
+        assert!(
+            system.radius().resource(&radius_id).is_some(),
+            "{radius_id} is not in Radius"
+        );
+    }
+
+    deleted_leaves_nothing(&system, name).await;
+    system.shutdown().await;
+}
+
+/// Delete template `name`: every resource it ever deployed goes from
+/// Radius, each with one DELETE, and nothing was deployed but the edit.
+async fn deleted_leaves_nothing(system: &System, name: &str) {
+    system
+        .templates()
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    system.wait_gone(name).await;
+    let left = system.radius().resource_ids();
+    assert!(
+        left.is_empty(),
+        "left in Radius: {left:?}\n{}",
+        system.logs()
+    );
+    let stats = system.radius().stats();
+    let twice: Vec<_> = stats
+        .deletes_by_id
+        .iter()
+        .filter(|(_, count)| **count != 1)
+        .collect();
+    assert!(twice.is_empty(), "DELETEs not sent exactly once: {twice:?}");
+    assert_eq!(
+        stats.deployment_puts, 1,
+        "{:?}",
+        stats.deployment_puts_by_name
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_over_template_edited_to_rename_some_resources_deletes_exactly_those() {
+    // The environment stays; the application and the container are new.
+    let some_renamed = |before: &Names| {
+        Names::new(
+            before.environment.clone(),
+            format!("{}-2", before.application),
+            format!("{}-2", before.container),
+        )
+    };
+    taken_over_then_renamed("some", some_renamed, Deleted::AfterCleanup).await;
+}
+
+/// Every name of `before`, with `-2` added.
+fn all_renamed(before: &Names) -> Names {
+    Names::new(
+        format!("{}-2", before.environment),
+        format!("{}-2", before.application),
+        format!("{}-2", before.container),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_over_template_edited_to_rename_every_resource_deletes_all_the_old_ones() {
+    taken_over_then_renamed("all", all_renamed, Deleted::AfterCleanup).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_over_template_deleted_while_its_old_resources_go_deletes_them_too() {
+    // The new output list no longer names the old resources: they are
+    // still the template's own, and deleted in Radius, not released.
+    taken_over_then_renamed("gone", all_renamed, Deleted::DuringCleanup).await;
 }

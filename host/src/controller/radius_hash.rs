@@ -36,6 +36,13 @@ pub fn written_by_radius_for(spec: &DeploymentTemplateSpec, stored: &str) -> boo
     go_json(spec).is_some_and(|json| digest(json.as_bytes()) == stored)
 }
 
+/// The `status.statusHash` Radius's controller (SHA-256 releases) writes
+/// once it has deployed `spec`; `None` for a spec not in Radius's shape.
+/// Tests that play Radius's controller write it, as it would.
+pub fn radius_status_hash(spec: &DeploymentTemplateSpec) -> Option<String> {
+    go_json(spec).map(|json| hex::encode(Sha256::digest(json.as_bytes())))
+}
+
 /// Radius's Go `DeploymentTemplateSpec` as its JSON tags describe it: fields
 /// in this order, each `omitempty`.
 #[derive(Serialize)]
@@ -114,6 +121,11 @@ mod tests {
                 let hash = vector[key].as_str().expect("hash");
                 assert!(written_by_radius_for(&spec, hash), "{name} {key}");
             }
+            assert_eq!(
+                radius_status_hash(&spec).as_deref(),
+                vector["sha256"].as_str(),
+                "{name}"
+            );
             assert!(!written_by_radius_for(&spec, ""), "{name}");
             assert!(!written_by_radius_for(&spec, &"0".repeat(64)), "{name}");
             // Any change to the spec changes the hash.
