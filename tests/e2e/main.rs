@@ -12,6 +12,7 @@ mod helm;
 mod image;
 mod layers;
 mod modules;
+mod node;
 mod ownership;
 mod policies;
 mod radius_shape;

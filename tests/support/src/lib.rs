@@ -10,7 +10,10 @@
 //!   the checkout's root.
 //! * [`realkube`]: a real Kubernetes control plane (etcd, kube-apiserver and
 //!   kube-controller-manager) on loopback.
+//! * [`node`]: a real Kubernetes node (containerd, kubelet, kube-proxy) with
+//!   that control plane on a bridge, for the chart's node tests.
 
+pub mod node;
 pub mod realkube;
 pub mod registry;
 pub mod scaffold;

@@ -14,7 +14,7 @@
 //! cluster's temp dir (the three logs among it) after the test.
 
 use std::fs::File;
-use std::net::TcpListener;
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -49,6 +49,32 @@ pub const KEEP_ENV: &str = "RADWASM_REAL_KUBE_KEEP";
 /// routes to it here (no kube-proxy, no nodes, no webhooks), so no address in
 /// it is ever contacted; it is the range envtest uses.
 const SERVICE_CIDR: &str = "10.0.0.0/24";
+/// Where a control plane listens: [`Listen::loopback`] for every test but
+/// the node tests, which need one that pods can reach (`node`).
+#[derive(Clone, Debug)]
+pub struct Listen {
+    /// The address kube-apiserver binds and advertises; it is in its
+    /// serving certificate.
+    pub address: IpAddr,
+    /// The Service range ClusterIPs come from.
+    pub service_cidr: String,
+    /// The `kubernetes` Service's ClusterIP (the range's first address),
+    /// also in the serving certificate.
+    pub service_ip: IpAddr,
+}
+
+impl Listen {
+    /// 127.0.0.1 and a Service range nothing routes to: no node can reach
+    /// this API server, and the `kubernetes` Service has no endpoints.
+    pub fn loopback() -> Listen {
+        Listen {
+            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            service_cidr: SERVICE_CIDR.to_string(),
+            service_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        }
+    }
+}
+
 const BINARIES: [&str; 3] = ["etcd", "kube-apiserver", "kube-controller-manager"];
 /// Generous: two cores may be shared with a cargo build and other tests.
 const ETCD_READY: Duration = Duration::from_secs(60);
@@ -140,7 +166,11 @@ pub async fn binaries() -> Result<PathBuf> {
 /// A free port on 127.0.0.1, kept bound until the caller drops the listener
 /// (so that several picked together differ).
 fn free_port() -> Result<(u16, TcpListener)> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
+    free_port_on(IpAddr::V4(Ipv4Addr::LOCALHOST))
+}
+
+fn free_port_on(address: IpAddr) -> Result<(u16, TcpListener)> {
+    let listener = TcpListener::bind((address, 0)).with_context(|| format!("bind {address}:0"))?;
     Ok((listener.local_addr()?.port(), listener))
 }
 
@@ -165,11 +195,12 @@ fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
     dn
 }
 
-/// A CA, kube-apiserver's serving certificate for 127.0.0.1, an admin client
+/// A CA, kube-apiserver's serving certificate for 127.0.0.1 (and `listen`'s
+/// addresses), an admin client
 /// certificate (group `system:masters`) and the service-account signing key.
 /// Every key is ECDSA P-256; the certificates are valid from 1975 to 4096
 /// (rcgen's defaults), so no clock matters.
-fn generate_pki() -> Result<Pki> {
+fn generate_pki(listen: &Listen) -> Result<Pki> {
     let ca_key = KeyPair::generate()?;
     let mut ca = CertificateParams::default();
     ca.distinguished_name = name("radwasm-test-ca", None);
@@ -190,14 +221,20 @@ fn generate_pki() -> Result<Pki> {
     };
 
     // Names a client inside or outside a cluster would use for the API server.
-    let mut serving = CertificateParams::new(vec![
+    let mut names = vec![
         "127.0.0.1".to_string(),
         "localhost".to_string(),
         "kubernetes".to_string(),
         "kubernetes.default".to_string(),
         "kubernetes.default.svc".to_string(),
         "10.0.0.1".to_string(),
-    ])?;
+    ];
+    for address in [listen.address, listen.service_ip] {
+        if !names.contains(&address.to_string()) {
+            names.push(address.to_string());
+        }
+    }
+    let mut serving = CertificateParams::new(names)?;
     serving.distinguished_name = name("kube-apiserver", None);
     leaf(&mut serving, ExtendedKeyUsagePurpose::ServerAuth);
     let serving_key = KeyPair::generate()?;
@@ -348,11 +385,19 @@ impl RealCluster {
     /// A port picked free can be taken before the server binds it; that case
     /// is retried.
     pub async fn start() -> Result<RealCluster> {
+        Self::start_on(Listen::loopback()).await
+    }
+
+    /// [`RealCluster::start`] with kube-apiserver on `listen.address`
+    /// instead of loopback. Off loopback it also keeps the `kubernetes`
+    /// Service's endpoints (the advertised address) and reaches kubelets
+    /// with the admin certificate (`kubectl logs`).
+    pub async fn start_on(listen: Listen) -> Result<RealCluster> {
         let bins = binaries().await?;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match Self::start_with(&bins).await {
+            match Self::start_with(&bins, &listen).await {
                 Err(e) if attempt < 3 && format!("{e:#}").contains("address already in use") => {
                     eprintln!("realkube: a port was taken while starting, retrying: {e:#}");
                 }
@@ -361,7 +406,7 @@ impl RealCluster {
         }
     }
 
-    async fn start_with(bins: &Path) -> Result<RealCluster> {
+    async fn start_with(bins: &Path, listen: &Listen) -> Result<RealCluster> {
         let started = Instant::now();
         let mut dir = tempfile::Builder::new().prefix("realkube-").tempdir()?;
         if std::env::var(KEEP_ENV).is_ok_and(|v| v == "1") {
@@ -369,7 +414,7 @@ impl RealCluster {
             eprintln!("realkube: {KEEP_ENV}=1, keeping {}", dir.path().display());
         }
         let d = dir.path();
-        let pki = generate_pki()?;
+        let pki = generate_pki(listen)?;
         let ca = write(&d.join("ca.crt"), &pki.ca_cert)?;
         let ca_key = write(&d.join("ca.key"), &pki.ca_key)?;
         let serving_cert = write(&d.join("apiserver.crt"), &pki.serving_cert)?;
@@ -380,11 +425,14 @@ impl RealCluster {
 
         let (etcd_port, l1) = free_port()?;
         let (peer_port, l2) = free_port()?;
-        let (api_port, l3) = free_port()?;
+        let (api_port, l3) = free_port_on(listen.address)?;
         drop((l1, l2, l3));
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
-        let server = format!("https://127.0.0.1:{api_port}");
+        let server = format!(
+            "https://{}",
+            std::net::SocketAddr::new(listen.address, api_port)
+        );
 
         let admin_user = format!(
             "    client-certificate-data: {}\n    client-key-data: {}\n",
@@ -439,14 +487,10 @@ impl RealCluster {
         }
         let etcd_done = started.elapsed();
 
-        let apiserver_args = vec![
+        let mut apiserver_args = vec![
             format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".to_string(),
-            "--advertise-address=127.0.0.1".to_string(),
-            // The `kubernetes` Service's endpoints would be the advertise
-            // address, which Endpoints validation refuses when it is
-            // loopback (an error every reconcile); manage none.
-            "--endpoint-reconciler-type=none".to_string(),
+            format!("--bind-address={}", listen.address),
+            format!("--advertise-address={}", listen.address),
             format!("--secure-port={api_port}"),
             format!("--cert-dir={}", path(d)),
             format!("--tls-cert-file={}", path(&serving_cert)),
@@ -461,7 +505,7 @@ impl RealCluster {
             format!("--service-account-issuer={server}"),
             format!("--service-account-key-file={}", path(&sa_pub)),
             format!("--service-account-signing-key-file={}", path(&sa_key)),
-            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            format!("--service-cluster-ip-range={}", listen.service_cidr),
             // Upstream's default: `/debug/pprof` for the admin, which the
             // controller benchmark reads to profile the API server's side.
             "--profiling=true".to_string(),
@@ -469,6 +513,24 @@ impl RealCluster {
             format!("--audit-log-path={}", path(&d.join(AUDIT_LOG))),
             "--audit-log-format=json".to_string(),
         ];
+        if listen.address.is_loopback() {
+            // The `kubernetes` Service's endpoints would be the advertise
+            // address, which Endpoints validation refuses when it is
+            // loopback (an error every reconcile); manage none.
+            apiserver_args.push("--endpoint-reconciler-type=none".to_string());
+        } else {
+            // Pods reach the API server through the `kubernetes` Service
+            // (the default `lease` reconciler keeps its endpoints), and
+            // `kubectl logs` goes through the API server to the kubelet,
+            // which trusts this cluster's CA.
+            let admin_cert = write(&d.join("admin.crt"), &pki.admin_cert)?;
+            let admin_key = write(&d.join("admin.key"), &pki.admin_key)?;
+            apiserver_args.extend([
+                format!("--kubelet-client-certificate={}", path(&admin_cert)),
+                format!("--kubelet-client-key={}", path(&admin_key)),
+                "--kubelet-preferred-address-types=InternalIP".to_string(),
+            ]);
+        }
         procs.spawn(
             d,
             &bins.join("kube-apiserver"),
