@@ -367,7 +367,7 @@ enum Deleted {
     /// Once the edit has settled: the old resources are gone.
     AfterCleanup,
     /// As soon as the new deployment is recorded, while the old resources'
-    /// deletions still run (each Radius DELETE takes a while).
+    /// deletions still run (the first of them takes 5 s in Radius).
     DuringCleanup,
 }
 
@@ -416,7 +416,7 @@ async fn taken_over_then_renamed(name: &str, after: impl Fn(&Names) -> Names, wh
         system
             .radius()
             .faults()
-            .set_delete_duration(Duration::from_secs(2));
+            .set_delete_duration(Duration::from_secs(5));
     }
     // Edited: the parameters name other resources.
     let patch = json!({"spec": {"parameters": after.parameters()}});
@@ -444,6 +444,11 @@ async fn taken_over_then_renamed(name: &str, after: impl Fn(&Names) -> Names, wh
                 .any(|id| system.radius().resource(id).is_some()),
             "the old resources went before the template was deleted"
         );
+        // The DELETEs still to come answer at the usual pace.
+        system
+            .radius()
+            .faults()
+            .set_delete_duration(Duration::from_millis(100));
         deleted_leaves_nothing(&system, name).await;
         system.shutdown().await;
         return;
