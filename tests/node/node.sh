@@ -331,7 +331,7 @@ up() {
   b="$(bins)"
   down
   mkdir -p "$logs" "$run"
-  rm -f "$logs"/*.log
+  rm -f "$logs"/{containerd,kubelet,kube-proxy,kube-scheduler}.log
   record_host
   network_up
   containerd_up "$b"

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, SecurityContext};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 
 use super::{
@@ -21,22 +21,19 @@ const NAMESPACE: &str = "node-install";
 const RELEASE: &str = "radwasm-install";
 const PODS: Duration = Duration::from_secs(240);
 
-/// The `restricted` standard is enforced in the namespace: a privileged
-/// pod is refused (a server-side dry run, nothing is created).
+/// The `restricted` standard is enforced in the namespace: a pod that
+/// sets no securityContext (allowed by `baseline`) is refused (a
+/// server-side dry run, nothing is created).
 async fn assert_restricted_enforced(pods: &Api<Pod>) {
-    let privileged = Pod {
+    let unhardened = Pod {
         metadata: ObjectMeta {
-            name: Some("privileged".to_string()),
+            name: Some("unhardened".to_string()),
             ..Default::default()
         },
         spec: Some(PodSpec {
             containers: vec![Container {
                 name: "c".to_string(),
                 image: Some(format!("{}:{}", super::IMAGE_REPOSITORY, IMAGE_TAGS[0])),
-                security_context: Some(SecurityContext {
-                    privileged: Some(true),
-                    ..Default::default()
-                }),
                 ..Default::default()
             }],
             ..Default::default()
@@ -47,11 +44,13 @@ async fn assert_restricted_enforced(pods: &Api<Pod>) {
         dry_run: true,
         ..Default::default()
     };
-    let refused = pods.create(&dry_run, &privileged).await;
-    let message = format!("{refused:?}");
+    let refused = match pods.create(&dry_run, &unhardened).await {
+        Err(kube::Error::Api(status)) => status.message,
+        other => format!("{other:?}"),
+    };
     assert!(
-        refused.is_err() && message.contains("PodSecurity"),
-        "a privileged pod was not refused by PodSecurity admission: {message}"
+        refused.contains("violates PodSecurity \"restricted:latest\""),
+        "a pod without a securityContext was not refused by PodSecurity admission: {refused}"
     );
 }
 

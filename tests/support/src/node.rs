@@ -322,9 +322,14 @@ extern "C" fn stop_shared_node() {
     else {
         return;
     };
+    let stopping = Instant::now();
     let _ = node_sh(&["drain", &kubeconfig.display().to_string()]);
-    if let Err(e) = node_sh(&["down"]) {
-        eprintln!("node: {e:#}");
+    match node_sh(&["down"]) {
+        Ok(_) => eprintln!(
+            "node: drained and down in {:.1} s",
+            stopping.elapsed().as_secs_f64()
+        ),
+        Err(e) => eprintln!("node: {e:#}"),
     }
     for pid in pids.iter().rev() {
         let Ok(pid) = libc::pid_t::try_from(*pid) else {
