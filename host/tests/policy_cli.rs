@@ -231,3 +231,65 @@ fn policy_wit_writes_every_contract_version_the_binary_loads() {
     let again = radwasm(&["policy", "wit", &out.display().to_string()]);
     assert!(again.status.success(), "{}", text(&again));
 }
+/// The subcommands `radwasm policy --help` lists.
+fn policy_subcommands() -> Vec<String> {
+    let output = radwasm(&["policy", "--help"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let help = String::from_utf8_lossy(&output.stdout).into_owned();
+    help.split("Commands:")
+        .nth(1)
+        .and_then(|rest| rest.split("Options:").next())
+        .expect("a Commands: section")
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn dash_o_is_the_observation_in_every_policy_command_and_nothing_else() {
+    let commands = policy_subcommands();
+    assert!(
+        ["run", "bench", "pull", "record-to-case"]
+            .iter()
+            .all(|c| commands.iter().any(|listed| listed == c)),
+        "{commands:?}"
+    );
+    for command in &commands {
+        let output = radwasm(&["policy", command, "--help"]);
+        let help = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{command}: {}", text(&output));
+        for line in help.lines().filter(|l| l.trim_start().starts_with("-o")) {
+            assert!(
+                line.contains("-o, --observation <FILE>"),
+                "policy {command}: -o is not --observation: {line}"
+            );
+        }
+        if ["run", "bench"].contains(&command.as_str()) {
+            // Described, not just listed.
+            let lines: Vec<&str> = help.lines().collect();
+            let at = lines
+                .iter()
+                .position(|l| l.contains("-o, --observation <FILE>"))
+                .unwrap_or_else(|| panic!("policy {command}: no -o, --observation:\n{help}"));
+            let described = lines[at..(at + 2).min(lines.len())].join(" ");
+            assert!(
+                described.contains("deploymentTemplate"),
+                "policy {command} --help does not describe --observation:\n{help}"
+            );
+        }
+    }
+    // The output file keeps its long flag: `pull` and `record-to-case`
+    // accept `--output`, and refuse `-o` for it.
+    for command in ["pull", "record-to-case"] {
+        let output = radwasm(&["policy", command, "--help"]);
+        assert!(
+            String::from_utf8_lossy(&output.stdout).contains("--output <FILE>"),
+            "{command}"
+        );
+        let refused = radwasm(&["policy", command, "x", "-o", "out.wasm"]);
+        assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+        assert!(text(&refused).contains("'-o'"), "{}", text(&refused));
+    }
+}

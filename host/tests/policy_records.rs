@@ -254,7 +254,7 @@ fn replay_agrees_with_the_recording_policy_and_finds_what_the_guardrail_changes(
         "policy",
         "record-to-case",
         refused,
-        "-o",
+        "--output",
         &case.display().to_string(),
     ]);
     assert!(output.status.success(), "{}", text(&output));
@@ -388,7 +388,7 @@ fn policy_errors_replay_and_become_expected_errors_sandbox_failures_do_not() {
         "policy",
         "record-to-case",
         &format!("{file}:1"),
-        "-o",
+        "--output",
         &case.display().to_string(),
     ]);
     assert!(output.status.success(), "{}", text(&output));
@@ -406,7 +406,7 @@ fn policy_errors_replay_and_become_expected_errors_sandbox_failures_do_not() {
         "policy",
         "record-to-case",
         &format!("{file}:2"),
-        "-o",
+        "--output",
         &dir.path().join("fuel.json").display().to_string(),
     ]);
     let all = text(&output);

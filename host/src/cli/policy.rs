@@ -23,8 +23,10 @@ pub enum PolicyCommand {
     Run {
         #[command(flatten)]
         policy: PolicyArgs,
-        /// Observation JSON: `{"deploymentTemplate": {...}}` or `{"deploymentResource": {...}}`.
-        #[arg(long, short = 'o')]
+        /// Observation JSON: `{"deploymentTemplate": {...}}` or
+        /// `{"deploymentResource": {...}}` (the `observation` of a case file).
+        /// `-o` means this in every `policy` command that has it.
+        #[arg(long, short = 'o', value_name = "FILE")]
         observation: PathBuf,
     },
     /// Run fixture cases (observation + expected plan); non-zero exit on any failure.
@@ -39,7 +41,10 @@ pub enum PolicyCommand {
     Bench {
         #[command(flatten)]
         policy: PolicyArgs,
-        #[arg(long, short = 'o')]
+        /// The observation to decide, again and again: JSON
+        /// `{"deploymentTemplate": {...}}` or `{"deploymentResource": {...}}`
+        /// (the `observation` of a case file).
+        #[arg(long, short = 'o', value_name = "FILE")]
         observation: PathBuf,
         /// Decisions to measure (after a warm-up of a tenth as many).
         #[arg(long, default_value_t = 20_000)]

@@ -31,8 +31,10 @@ pub struct PushArgs {
 pub struct PullArgs {
     /// What to pull: `REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`.
     pub reference: String,
-    /// Write the component to this file (only once it is verified and valid).
-    #[arg(long, short = 'o')]
+    /// Write the component to this file (only once it is verified and
+    /// valid). No short form: `-o` is `--observation` in the `policy`
+    /// commands.
+    #[arg(long, value_name = "FILE")]
     pub output: PathBuf,
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -114,7 +116,7 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `radwasm policy pull <oci-ref> -o <file>`.
+/// `radwasm policy pull <oci-ref> --output <file>`.
 pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
     let options = args.registry.options()?;
     let pulled = runtime()?

@@ -38,8 +38,9 @@ pub struct RecordToCaseArgs {
     /// A decision-record file, optionally followed by `:LINE` (1-based);
     /// without a line, the file's last record.
     pub record: String,
-    /// Write the case to this file instead of standard output.
-    #[arg(long, short = 'o', value_name = "FILE")]
+    /// Write the case to this file instead of standard output. No short
+    /// form: `-o` is `--observation` in the `policy` commands.
+    #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// How the case compares plans: `exact` (the whole action list, in
     /// order) or `partial` (edit the actions down to those that matter).
