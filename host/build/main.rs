@@ -18,8 +18,10 @@
 //!   prove the sandbox gives them fixed answers.
 //!
 //! It also lists the policy SDK's source files for `radwasm policy new` to
-//! embed (`sdk.rs`), so a scaffold builds with nothing but the binary.
+//! embed (`sdk.rs`), so a scaffold builds with nothing but the binary, and
+//! the default policy's fixture cases for `radwasm policy cases` (`cases.rs`).
 
+mod cases;
 mod sdk;
 
 use std::env;
@@ -71,6 +73,7 @@ fn main() {
     let guest_target_dir = target_root.join("guests");
 
     sdk::embed_sdk(&workspace, &out_dir);
+    cases::embed_cases(&workspace, &out_dir);
 
     build_guests(
         &workspace,

@@ -231,6 +231,7 @@ fn policy_wit_writes_every_contract_version_the_binary_loads() {
     let again = radwasm(&["policy", "wit", &out.display().to_string()]);
     assert!(again.status.success(), "{}", text(&again));
 }
+
 /// The subcommands `radwasm policy --help` lists.
 fn policy_subcommands() -> Vec<String> {
     let output = radwasm(&["policy", "--help"]);
@@ -292,4 +293,134 @@ fn dash_o_is_the_observation_in_every_policy_command_and_nothing_else() {
         assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
         assert!(text(&refused).contains("'-o'"), "{}", text(&refused));
     }
+}
+
+/// Every `*.json` under `dir`, as `/`-separated paths relative to it, sorted.
+fn json_files(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "json") {
+                let relative = path.strip_prefix(dir).expect("under dir");
+                found.push(relative.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn the_binary_writes_the_default_policys_cases_and_they_pass_against_it() {
+    // A user with only the binary: the cases come out of it, not this tree.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("examples");
+    let output = radwasm(&["policy", "cases", "--write", &out.display().to_string()]);
+    let all = text(&output);
+    assert!(output.status.success(), "{all}");
+
+    let source = repo().join("guests/default-policy/cases");
+    let written = json_files(&out);
+    assert_eq!(
+        written,
+        json_files(&source),
+        "the embedded set is the repository's"
+    );
+    for file in &written {
+        assert_eq!(
+            std::fs::read_to_string(out.join(file)).expect("written"),
+            std::fs::read_to_string(source.join(file)).expect("source"),
+            "{file}"
+        );
+    }
+    assert!(
+        all.contains(&format!("wrote {} cases", written.len())),
+        "{all}"
+    );
+    // What the guide sends readers to: a template being deleted, a resource
+    // with its owner.
+    let texts: Vec<String> = written
+        .iter()
+        .map(|file| std::fs::read_to_string(out.join(file)).expect("written"))
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("\"deletionRequested\": true")
+                && t.contains("\"deploymentTemplate\"")),
+        "no template being deleted"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("\"deploymentResource\"") && t.contains("\"owner\"")),
+        "no resource with its owner"
+    );
+
+    let tested = radwasm(&["policy", "test", "default", &out.display().to_string()]);
+    let all = text(&tested);
+    assert!(tested.status.success(), "{all}");
+    assert!(
+        all.contains(&format!("{} passed, 0 failed", written.len())),
+        "{all}"
+    );
+
+    // Listed without --write: one line per case with its description.
+    let listed = radwasm(&["policy", "cases"]);
+    let all = text(&listed);
+    assert!(listed.status.success(), "{all}");
+    assert!(all.contains("template/01-"), "{all}");
+    assert!(all.contains(&format!("{} cases", written.len())), "{all}");
+}
+
+/// `bytes` with a custom section of `size` bytes appended (a valid
+/// component still: custom sections may come anywhere).
+fn with_custom_section(mut bytes: Vec<u8>, size: usize) -> Vec<u8> {
+    let name = b"padding";
+    let mut payload = vec![name.len() as u8];
+    payload.extend_from_slice(name);
+    payload.resize(payload.len() + size, 0);
+    bytes.push(0); // custom section id
+    let mut length = payload.len();
+    loop {
+        let byte = (length & 0x7f) as u8;
+        length >>= 7;
+        if length == 0 {
+            bytes.push(byte);
+            break;
+        }
+        bytes.push(byte | 0x80);
+    }
+    bytes.extend_from_slice(&payload);
+    bytes
+}
+
+#[test]
+fn check_says_which_sources_can_ship_a_component_of_its_size() {
+    let output = radwasm(&["policy", "check", &guest("team-label-layer")]);
+    let all = text(&output);
+    assert!(output.status.success(), "{all}");
+    assert!(
+        all.contains("a ConfigMap, an OCI registry or an HTTPS URL can serve it"),
+        "{all}"
+    );
+
+    // The size of an interpreted guest: more than a ConfigMap holds.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let large = dir.path().join("large.wasm");
+    let bytes = std::fs::read(guest("team-label-layer")).expect("the layer");
+    std::fs::write(&large, with_custom_section(bytes, 1_200_000)).expect("write");
+    let output = radwasm(&["policy", "check", &large.display().to_string()]);
+    let all = text(&output);
+    assert!(output.status.success(), "{all}");
+    assert!(
+        all.contains("over the 1 MiB a ConfigMap source holds")
+            && all.contains("radwasm policy push")
+            && all.contains("spec.module.url"),
+        "{all}"
+    );
 }

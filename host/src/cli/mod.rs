@@ -12,6 +12,7 @@ pub mod dev;
 pub mod manifest;
 pub mod policy;
 pub mod policy_args;
+pub mod policy_cases;
 pub mod policy_new;
 pub mod policy_oci;
 pub mod policy_records;

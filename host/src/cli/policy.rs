@@ -77,6 +77,10 @@ pub enum PolicyCommand {
         #[arg(value_name = "DIR")]
         dir: std::path::PathBuf,
     },
+    /// List the default policy's fixture cases this binary carries (every
+    /// kind of observation: a template deployed, drifted, deleted; a
+    /// resource and its owner), or write them with `--write DIR`.
+    Cases(super::policy_cases::CasesArgs),
     /// Create a policy layer over the default policy, in Rust, Python or
     /// JavaScript (`--lang`), that builds on its own into a component, with
     /// a sample rule, fixture cases and a README giving its build command.
@@ -123,18 +127,20 @@ pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
         }
         PolicyCommand::Push(args) => super::policy_oci::push(args),
         PolicyCommand::Pull(args) => super::policy_oci::pull(args),
+        PolicyCommand::Cases(args) => super::policy_cases::run(&args),
         PolicyCommand::New(args) => super::policy_new::run(&args),
         PolicyCommand::Wit { dir } => write_wit(&dir),
     }
 }
 
 fn check(args: &PolicyArgs) -> anyhow::Result<ExitCode> {
-    let policy = args.load()?;
+    let (policy, size) = args.load_with_size()?;
     let description = policy.description();
     println!("policy:      {}", policy.display_name());
     println!("summary:     {}", description.summary);
     println!("source:      {}", policy.source_name());
     println!("digest:      sha256:{}", policy.digest());
+    println!("size:        {}", shipping(size));
     let worlds = policy.worlds();
     let mut kinds = Vec::new();
     if worlds.template {
@@ -163,6 +169,22 @@ fn check(args: &PolicyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A component's size, and for one a ConfigMap cannot carry, the sources
+/// that can: what `policy check` tells an author before they ship it.
+fn shipping(size: usize) -> String {
+    let limit = policy::source::MAX_CONFIG_MAP_COMPONENT_BYTES;
+    if size as u64 <= limit {
+        format!("{size} bytes (a ConfigMap, an OCI registry or an HTTPS URL can serve it)")
+    } else {
+        format!(
+            "{size} bytes, over the {} MiB a ConfigMap source holds: ship it through an OCI \
+             registry (`radwasm policy push`, then spec.module.oci) or an HTTPS URL \
+             (spec.module.url with its sha256)",
+            limit >> 20
+        )
+    }
 }
 
 /// Read and parse an observation file; errors name the file and the problem.

@@ -32,9 +32,15 @@ impl PolicyArgs {
 
     /// Load the policy named on the command line.
     pub fn load(&self) -> anyhow::Result<LoadedPolicy> {
+        Ok(self.load_with_size()?.0)
+    }
+
+    /// Load the policy named on the command line; also its size in bytes.
+    pub fn load_with_size(&self) -> anyhow::Result<(LoadedPolicy, usize)> {
         let options = self.runtime.engine_options(LoadCounter::default())?;
         let engine = PolicyEngine::with_options(self.limits(), options)?;
         let fetched = Source::parse(&self.wasm).fetch_local()?;
-        Ok(engine.load_bytes(&fetched.source_name, &fetched.bytes)?)
+        let loaded = engine.load_bytes(&fetched.source_name, &fetched.bytes)?;
+        Ok((loaded, fetched.bytes.len()))
     }
 }
