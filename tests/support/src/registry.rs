@@ -1,13 +1,15 @@
 //! A real OCI registry for tests: CNCF distribution (`docker-registry`,
 //! Debian's package), started on loopback with its storage in a temp dir
 //! and stopped when dropped (also when the test fails). Shared by the OCI
-//! tests of `host/tests` and the end-to-end scenarios.
+//! tests of `host/tests` and the end-to-end scenarios. The node scenarios,
+//! whose pods cannot reach the host's loopback, start it on the address of
+//! the bridge the test node creates instead ([`Registry::start_on`]).
 //!
 //! The registry must be installed (`apt-get install docker-registry`; CI's
 //! `.ci/run` installs it). Without it the tests using it fail and say so.
 
 use std::fs::File;
-use std::net::TcpListener;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -22,10 +24,11 @@ pub const PASSWORD: &str = "radwasm-test-password";
 pub const HTPASSWD: &str =
     "policy-author:$2b$04$O05lURlHBLWocjsG9WT1jeR1nsQh7c7cuVa9Fh7riSJd.dhCLh/Ia\n";
 
-/// A `docker-registry serve` on 127.0.0.1, killed when dropped.
+/// A `docker-registry serve` on 127.0.0.1 (or the address given to
+/// [`Registry::start_on`]), killed when dropped.
 pub struct Registry {
     child: Option<Child>,
-    /// `127.0.0.1:PORT`.
+    /// `127.0.0.1:PORT` (`ADDRESS:PORT` with [`Registry::start_on`]).
     pub addr: String,
     pub dir: tempfile::TempDir,
 }
@@ -41,13 +44,22 @@ impl Registry {
     }
 
     pub fn start_with(auth: bool) -> Registry {
+        Registry::start_on(IpAddr::V4(Ipv4Addr::LOCALHOST), auth)
+    }
+
+    /// A registry listening on `address` (a free port on it) rather than
+    /// loopback: for clients that cannot reach the host's loopback, such
+    /// as pods on a test node's bridge. Only addresses a test itself owns
+    /// (loopback, or a bridge it created) belong here.
+    pub fn start_on(address: IpAddr, auth: bool) -> Registry {
         let binary = registry_binary();
         let dir = tempfile::tempdir().expect("temp dir");
         let port = {
-            let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+            let listener = TcpListener::bind(SocketAddr::new(address, 0))
+                .unwrap_or_else(|error| panic!("bind {address}:0 for the registry: {error}"));
             listener.local_addr().expect("local addr").port()
         };
-        let addr = format!("127.0.0.1:{port}");
+        let addr = SocketAddr::new(address, port).to_string();
         let mut config = format!(
             "version: 0.1\n\
              log:\n  level: info\n\
