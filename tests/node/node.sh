@@ -199,6 +199,13 @@ down() {
   iptables_clean ip6tables
   remove_cgroups
   restore_host
+  # The control plane's temp dir, when its test process was killed (a
+  # normal exit removes it unless RADWASM_REAL_KUBE_KEEP=1).
+  local dir
+  if [[ -f "$run/control-plane-dir" && -z "${RADWASM_REAL_KUBE_KEEP:-}" ]]; then
+    dir="$(cat "$run/control-plane-dir")"
+    [[ "$dir" == /tmp/realkube-* ]] && rm -rf "$dir"
+  fi
   rm -rf "$state" "$run"
 }
 

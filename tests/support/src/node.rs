@@ -211,6 +211,13 @@ async fn bring_up(binary: &Path) -> Result<(Node, RealCluster)> {
         })
         .await?;
         let handle = cluster.handle();
+        // For `node.sh down`, should this process be killed: the control
+        // plane's dir (its processes die with this one).
+        std::fs::write(
+            "/run/radwasm-node/control-plane-dir",
+            handle.dir.display().to_string(),
+        )
+        .context("record the control plane's dir in /run/radwasm-node")?;
         if let Ok(mut cleanup) = SHARED_CLEANUP.lock() {
             *cleanup = Some((
                 handle.kubeconfig.clone(),
