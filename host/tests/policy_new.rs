@@ -448,3 +448,121 @@ fn new_refuses_a_bad_name_a_bad_sdk_source_and_a_non_empty_directory() {
         "the embedded SDK written for a git source"
     );
 }
+
+/// `radwasm dev` (its own API server and Radius simulator on loopback) with
+/// `policy`, applying `manifest`; its exit status and output.
+fn dev(policy: &str, manifest: &Path, work: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_radwasm"))
+        .current_dir(work)
+        .env("RUST_LOG", "warn")
+        .args([
+            "dev",
+            "--timeout",
+            "60s",
+            "--policy",
+            policy,
+            "--kubeconfig",
+        ])
+        .arg(work.join("dev.kubeconfig"))
+        .arg(manifest)
+        .output()
+        .expect("run radwasm dev")
+}
+
+#[test]
+fn the_scaffolds_sample_template_is_the_cases_and_deploys_through_radius() {
+    let work = tempfile::tempdir().expect("temporary directory");
+    let mut samples = Vec::new();
+    for lang in ["rust", "python", "js"] {
+        let dir = work.path().join(format!("sample-{lang}"));
+        let output = radwasm(&[
+            "policy",
+            "new",
+            "team-sample",
+            "--lang",
+            lang,
+            "--dir",
+            &dir.display().to_string(),
+        ]);
+        assert!(output.status.success(), "{}", text(&output));
+        samples.push(dir);
+    }
+    let read = |dir: &Path, file: &str| {
+        std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+    };
+    // The same manifests in every language, but for the component's path.
+    let rust = &samples[0];
+    for other in &samples[1..] {
+        for file in ["sample/app.yaml", "sample/app-without-team.yaml"] {
+            assert_eq!(
+                read(other, file).replace("team-sample.wasm", "X"),
+                read(rust, file).replace("target/wasm32-wasip2/release/team_sample.wasm", "X"),
+                "{file}"
+            );
+        }
+    }
+
+    // What the cases test is what the sample applies: the same ARM template,
+    // labelled as the case that deploys and the case that is refused.
+    let template_of = |manifest: &str| -> (serde_json::Value, serde_json::Value) {
+        let object: serde_json::Value = serde_yaml::from_str(manifest).expect("YAML");
+        let template = object["spec"]["template"].as_str().expect("a template");
+        (
+            serde_json::from_str(template).expect("the template is JSON"),
+            object["metadata"]["labels"].clone(),
+        )
+    };
+    let case_of = |file: &str| -> (serde_json::Value, serde_json::Value) {
+        let case: serde_json::Value =
+            serde_json::from_str(&read(rust, &format!("cases/{file}"))).expect("a case");
+        let observed = &case["observation"]["deploymentTemplate"];
+        (
+            observed["spec"]["template"].clone(),
+            observed["meta"]["labels"].clone(),
+        )
+    };
+    assert_eq!(
+        template_of(&read(rust, "sample/app.yaml")),
+        case_of("02-template-with-team-label-deploys-like-the-default.json")
+    );
+    let (template, labels) = template_of(&read(rust, "sample/app-without-team.yaml"));
+    let (refused, refused_labels) = case_of("01-template-without-team-label-is-refused.json");
+    assert_eq!(template, refused);
+    assert_eq!(labels.get("team"), None);
+    assert_eq!(refused_labels.get("team"), None);
+
+    // Applied with the layer of the same rule (guests/team-label-layer,
+    // over the default): the labelled one is deployed by the simulated
+    // Radius and reaches Ready ...
+    let layer = Path::new(env!("RADWASM_GUEST_DIR"))
+        .join("team-label-layer.wasm")
+        .display()
+        .to_string();
+    let output = dev(&layer, &rust.join("sample/app.yaml"), work.path());
+    let all = text(&output);
+    assert!(output.status.success(), "{all}");
+    assert!(all.contains("all 1 templates Ready"), "{all}");
+    // The environment, the application and the container, counted by the
+    // simulator.
+    assert!(
+        all.contains("radius: 1 deployment(s), 3 resource(s) now in Radius"),
+        "{all}"
+    );
+    // ... and the unlabelled one is refused, saying why.
+    let output = dev(
+        &layer,
+        &rust.join("sample/app-without-team.yaml"),
+        work.path(),
+    );
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("template default/app-without-team Failed")
+            && all.contains("MissingTeamLabel"),
+        "{all}"
+    );
+    assert!(
+        all.contains("radius: 0 deployment(s), 0 resource(s) now in Radius"),
+        "{all}"
+    );
+}

@@ -227,9 +227,11 @@ pub fn render(name: &str, source: &SdkSource) -> Vec<ScaffoldFile> {
     let release_profile = release_profile();
     let sdk_source = source.readme_text();
     let workspace_settings = source.workspace_settings();
+    let wasm = wasm_path(name, Lang::Rust);
     let fill = |template: &str| {
         template
             .replace("{{crate_name}}", name)
+            .replace("{{wasm}}", &wasm)
             .replace("{{lib_name}}", &lib)
             .replace("{{type_name}}", &type_name)
             .replace("{{sdk_dependencies}}", &dependencies)
@@ -250,6 +252,7 @@ pub fn render(name: &str, source: &SdkSource) -> Vec<ScaffoldFile> {
     ];
     files
         .into_iter()
+        .chain(SAMPLES)
         .chain(CASES)
         .map(|(path, template)| ScaffoldFile {
             path,
@@ -301,6 +304,30 @@ const CASES: [(&str, &str); 6] = [
     ),
 ];
 
+/// The sample `DeploymentTemplate`s of every scaffold: the template of the
+/// cases, which deploys through Radius, with and without the `team` label
+/// (`{{wasm}}` is the built component, in the comments saying how to run
+/// them with `radwasm dev`).
+const SAMPLES: [(&str, &str); 2] = [
+    (
+        "sample/app.yaml",
+        include_str!("templates/sample/app.yaml.tmpl"),
+    ),
+    (
+        "sample/app-without-team.yaml",
+        include_str!("templates/sample/app-without-team.yaml.tmpl"),
+    ),
+];
+
+/// Where the build of a scaffold in `lang` writes the component, from its
+/// directory.
+pub fn wasm_path(name: &str, lang: Lang) -> String {
+    match lang {
+        Lang::Rust => format!("target/wasm32-wasip2/release/{}.wasm", lib_name(name)),
+        Lang::Python | Lang::Js => format!("{name}.wasm"),
+    }
+}
+
 /// The contract's current WIT, where a Python or JavaScript scaffold keeps
 /// it (the file `radwasm policy wit` writes as `policy.wit`).
 const SCAFFOLD_WIT: (&str, &str) = ("wit/policy.wit", crate::policy::wit::CURRENT);
@@ -331,11 +358,15 @@ pub fn render_other(name: &str, lang: Lang) -> Vec<ScaffoldFile> {
             (".gitignore", include_str!("templates/js/gitignore.tmpl")),
         ],
     };
+    let wasm = wasm_path(name, lang);
     files
         .into_iter()
+        .chain(SAMPLES)
         .map(|(path, template)| ScaffoldFile {
             path,
-            text: template.replace("{{crate_name}}", name),
+            text: template
+                .replace("{{crate_name}}", name)
+                .replace("{{wasm}}", &wasm),
         })
         .chain(
             std::iter::once(SCAFFOLD_WIT).map(|(path, text)| ScaffoldFile {
@@ -354,19 +385,14 @@ pub fn render_other(name: &str, lang: Lang) -> Vec<ScaffoldFile> {
 /// its directory (the README's, in its sections `Build` and `Check and
 /// test`).
 pub fn next_steps(name: &str, lang: Lang) -> Vec<String> {
-    let (build, wasm): (&[&str], String) = match lang {
-        Lang::Rust => (
-            &["cargo build --release"],
-            format!("target/wasm32-wasip2/release/{}.wasm", lib_name(name)),
-        ),
-        Lang::Python => (
-            &[
-                "python3 -m venv .venv && . .venv/bin/activate",
-                "pip install -r requirements.txt",
-            ],
-            format!("{name}.wasm"),
-        ),
-        Lang::Js => (&["npm install", "npm run build"], format!("{name}.wasm")),
+    let wasm = wasm_path(name, lang);
+    let build: &[&str] = match lang {
+        Lang::Rust => &["cargo build --release"],
+        Lang::Python => &[
+            "python3 -m venv .venv && . .venv/bin/activate",
+            "pip install -r requirements.txt",
+        ],
+        Lang::Js => &["npm install", "npm run build"],
     };
     let mut steps: Vec<String> = build.iter().map(|s| s.to_string()).collect();
     if lang == Lang::Python {

@@ -437,3 +437,75 @@ fn the_toolchain_file_is_the_repositorys() {
     assert!(toolchain.contains("wasm32-wasip2"), "{toolchain}");
     assert!(toolchain.contains("channel = "), "{toolchain}");
 }
+
+/// The fenced blocks of `language` in `markdown`'s section `heading`.
+fn fenced_blocks(markdown: &str, heading: &str, language: &str) -> Vec<String> {
+    let section = markdown
+        .split(&format!("\n{heading}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {heading:?}"));
+    let section = section.split("\n### ").next().unwrap_or(section);
+    section
+        .split(&format!("```{language}\n"))
+        .skip(1)
+        .map(|block| block.split("```").next().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn the_guides_javascript_snippets_are_the_scaffolds_app_js() {
+    let guide = include_str!("../../../docs/writing-a-policy.md");
+    let app = include_str!("templates/js/app.js.tmpl");
+    let blocks: Vec<String> = fenced_blocks(
+        guide,
+        "### JavaScript (jco 1.35.0, componentize-qjs 0.4.5)",
+        "js",
+    )
+    .into_iter()
+    // The StarlingMonkey build script is not the scaffold's.
+    .filter(|block| !block.contains("build.mjs"))
+    .collect();
+    assert!(blocks.len() >= 3, "{blocks:?}");
+    let joined = blocks.concat();
+    for needed in [
+        r#"import { log } from "radapp:policy/log@0.4.0";"#,
+        "action.tag === \"start-deployment\"",
+        "action.val.deploymentName",
+        "label.key === TEAM",
+    ] {
+        assert!(joined.contains(needed), "the guide does not show {needed}");
+    }
+    for block in &blocks {
+        assert!(
+            app.contains(block.as_str()),
+            "this snippet of docs/writing-a-policy.md is not in the scaffold's app.js \
+             (templates/js/app.js.tmpl), which the test suite builds:\n{block}"
+        );
+    }
+}
+
+#[test]
+fn every_scaffold_carries_the_sample_templates_with_its_component_path() {
+    let rust = render("team-guard", &SdkSource::Path(PathBuf::from("/x")));
+    for (files, wasm) in [
+        (&rust, "target/wasm32-wasip2/release/team_guard.wasm"),
+        (&render_other("team-guard", Lang::Python), "team-guard.wasm"),
+        (&render_other("team-guard", Lang::Js), "team-guard.wasm"),
+    ] {
+        for sample in ["sample/app.yaml", "sample/app-without-team.yaml"] {
+            let file = files.iter().find(|f| f.path == sample).expect(sample);
+            assert!(!file.text.contains("{{"), "{}", file.text);
+            assert!(
+                file.text
+                    .contains(&format!("radwasm dev --policy {wasm} {sample}")),
+                "{}",
+                file.text
+            );
+        }
+        let readme = &files.iter().find(|f| f.path == "README.md").unwrap().text;
+        assert!(
+            readme.contains(&format!("radwasm dev --policy {wasm} sample/app.yaml")),
+            "{readme}"
+        );
+    }
+}
