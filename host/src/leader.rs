@@ -78,7 +78,7 @@ impl LeaderElector {
                 }
                 Ok(false) => {
                     if !waiting_logged {
-                        tracing::info!(lease = %self.settings.name, holder = ?self.holder(), "waiting for the leader lease");
+                        tracing::info!(lease = %self.settings.name, holder = self.holder().as_deref(), "waiting for the leader lease");
                         waiting_logged = true;
                     }
                 }
@@ -111,7 +111,7 @@ impl LeaderElector {
             match self.attempt().await {
                 Ok(true) => last_renewal = Instant::now(),
                 Ok(false) => {
-                    tracing::error!(lease = %self.settings.name, holder = ?self.holder(), "another replica holds the leader lease; stopping");
+                    tracing::error!(lease = %self.settings.name, holder = self.holder().as_deref(), "another replica holds the leader lease; stopping");
                     lost.cancel();
                     return (TermEnd::Lost, self);
                 }
@@ -140,7 +140,10 @@ impl LeaderElector {
         let bound = self.settings.renew_every.max(Duration::from_secs(1));
         match tokio::time::timeout(bound, self.try_acquire_or_renew()).await {
             Ok(result) => result.map_err(|e| e.to_string()),
-            Err(_) => Err(format!("no answer from the API server within {bound:?}")),
+            Err(_) => Err(format!(
+                "no answer from the API server within {}ms",
+                bound.as_millis()
+            )),
         }
     }
 
@@ -213,25 +216,84 @@ impl LeaderElector {
         }
     }
 
-    /// Give the Lease up so a standby takes over at once.
-    pub async fn release(&mut self) {
-        let Ok(Some(mut lease)) = self.api.get_opt(&self.settings.name).await else {
-            return;
+    /// Give the Lease up so a standby takes over at once. Logged either
+    /// way: released at INFO, and at ERROR with the API server's reason when
+    /// it cannot be (then a standby or a new install waits out the lease
+    /// duration). Bounded by one renew interval, like every attempt.
+    pub async fn release(&mut self) -> Result<(), ReleaseError> {
+        let bound = self.settings.renew_every.max(Duration::from_secs(1));
+        let released = match tokio::time::timeout(bound, self.try_release()).await {
+            Ok(released) => released,
+            Err(_) => Err(ReleaseError::NoAnswer(bound)),
         };
+        match &released {
+            Ok(()) => tracing::info!(lease = %self.settings.name, "released the leader lease"),
+            Err(ReleaseError::NotHolder) => tracing::info!(
+                lease = %self.settings.name,
+                "the leader lease is held by another replica already; nothing to release"
+            ),
+            Err(error) => tracing::error!(
+                lease = %self.settings.name,
+                namespace = %self.settings.namespace,
+                %error,
+                "releasing the leader lease failed: a standby (or a new install) waits out the lease duration before it leads"
+            ),
+        }
+        released
+    }
+
+    async fn try_release(&self) -> Result<(), ReleaseError> {
+        let mut lease = self
+            .api
+            .get_opt(&self.settings.name)
+            .await
+            .map_err(ReleaseError::from_kube)?
+            .ok_or(ReleaseError::NotHolder)?;
         let mut spec = lease.spec.clone().unwrap_or_default();
         if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
-            return;
+            return Err(ReleaseError::NotHolder);
         }
         spec.holder_identity = None;
         spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
         lease.spec = Some(spec);
-        match self
-            .api
+        self.api
             .replace(&self.settings.name, &PostParams::default(), &lease)
             .await
-        {
-            Ok(_) => tracing::info!(lease = %self.settings.name, "released the leader lease"),
-            Err(error) => tracing::warn!(%error, "releasing the leader lease failed"),
+            .map_err(ReleaseError::from_kube)?;
+        Ok(())
+    }
+}
+
+/// Why the Lease could not be released.
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    /// Another replica holds it (or it is gone): nothing of ours to release.
+    #[error("the lease is not held by this process")]
+    NotHolder,
+    /// The API server refused: the controller's permission on Leases (its
+    /// Role, RoleBinding or ServiceAccount) is gone, typically because they
+    /// were deleted before this pod stopped.
+    #[error(
+        "the API server refused ({code}): {message}; the controller's permission to update \
+         Leases (its Role, RoleBinding or ServiceAccount) is gone before the controller stopped"
+    )]
+    Refused { code: u16, message: String },
+    #[error("{0}")]
+    Api(String),
+    #[error("no answer from the API server within {}ms", .0.as_millis())]
+    NoAnswer(Duration),
+}
+
+impl ReleaseError {
+    fn from_kube(error: kube::Error) -> Self {
+        match error {
+            kube::Error::Api(status) if status.code == 401 || status.code == 403 => {
+                ReleaseError::Refused {
+                    code: status.code,
+                    message: status.message,
+                }
+            }
+            other => ReleaseError::Api(other.to_string()),
         }
     }
 }

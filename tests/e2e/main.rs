@@ -11,6 +11,8 @@ mod harness;
 mod helm;
 mod image;
 mod layers;
+mod lease_release;
+mod logs;
 mod modules;
 mod node;
 mod ownership;

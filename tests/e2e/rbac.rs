@@ -37,11 +37,11 @@ type Permission = (String, String, String);
 const RADIUS_GROUP: &str = "api.ucp.dev";
 
 /// The rules of `deploy/rbac.yaml` as committed.
-struct CommittedRules {
+pub(crate) struct CommittedRules {
     /// The ClusterRole's (all namespaces).
-    cluster: Vec<PolicyRule>,
+    pub(crate) cluster: Vec<PolicyRule>,
     /// The Role's (namespace `radwasm-system`).
-    namespaced: Vec<PolicyRule>,
+    pub(crate) namespaced: Vec<PolicyRule>,
 }
 
 fn committed_rules() -> CommittedRules {
@@ -125,7 +125,7 @@ fn requests(cluster: &ClusterHandle, service_account: &str) -> Vec<(Permission, 
 /// Bind a new ServiceAccount `name` in `radwasm-system` to a ClusterRole
 /// and a Role of its own holding `cluster` and `namespaced` rules, and
 /// wait until RBAC answers for it.
-async fn service_account_with(
+pub(crate) async fn service_account_with(
     client: &Client,
     name: &str,
     cluster: Vec<PolicyRule>,
@@ -297,7 +297,7 @@ fn checked_by_admission(permission: &Permission) -> bool {
 
 /// The shared real cluster, an admin client for it, and the committed
 /// rules; `None` when the real control plane is to be skipped.
-async fn setup() -> Option<(ClusterHandle, Client, CommittedRules)> {
+pub(crate) async fn setup() -> Option<(ClusterHandle, Client, CommittedRules)> {
     if crate::realkube::skip_requested() {
         return None;
     }

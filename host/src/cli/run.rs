@@ -57,6 +57,16 @@ pub struct ControllerArgs {
     /// loopback, say); repeatable.
     #[arg(long, value_name = "HOST:PORT")]
     pub policy_insecure_registry: Vec<String>,
+    /// Load a `ReconcilePolicy` module from a registry or a URL only if its
+    /// policy has `spec.verify` and the module's cosign signature verifies
+    /// (docs/reconcile-policies.md, "Trust").
+    #[arg(long)]
+    pub require_signatures: bool,
+    /// How often a `ReconcilePolicy` that follows an OCI tag (with
+    /// `spec.verify` and no digest) resolves the tag again; a new digest is
+    /// verified before it replaces the running one.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    pub policy_tag_interval: Duration,
     /// The namespace whose ConfigMaps hold `ReconcilePolicy` modules and
     /// fixture cases (default: $POD_NAMESPACE, the controller's own); the
     /// controller reads ConfigMaps there only.
@@ -85,8 +95,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Reach Radius at this base URL instead of the API server's aggregated
-    /// path /apis/api.ucp.dev/v1alpha3.
-    #[arg(long)]
+    /// path /apis/api.ucp.dev/v1alpha3 (where Radius installs UCP); empty
+    /// means that default. An https URL's certificate must chain to a public
+    /// root (the Mozilla roots built into the binary); no credentials are sent.
+    #[arg(long, value_name = "URL")]
     pub radius_url: Option<String>,
     /// Serve /metrics, /healthz and /readyz here.
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -153,6 +165,8 @@ pub struct ControllerHost {
     reload_interval: Duration,
     insecure_registries: Vec<String>,
     policy_namespace: String,
+    require_signatures: bool,
+    policy_tag_interval: Duration,
 }
 
 impl ControllerHost {
@@ -189,6 +203,8 @@ impl ControllerHost {
             engine,
             insecure_registries: args.policy_insecure_registry.clone(),
             policy_namespace: args.policy_namespace.clone(),
+            require_signatures: args.require_signatures,
+            policy_tag_interval: args.policy_tag_interval,
             ctx,
             options: Options {
                 namespace: args.namespace.clone(),
@@ -202,6 +218,35 @@ impl ControllerHost {
     /// The Kubernetes client the controllers use.
     pub fn client(&self) -> kube::Client {
         self.ctx.client.clone()
+    }
+
+    /// Through the API server's aggregated path (no `--radius-url`), ask
+    /// once, in the background, whether a Radius API answers there, and log
+    /// the outcome: a cluster without Radius (or with it elsewhere) is named
+    /// at startup rather than only in each template's status. Readiness does
+    /// not depend on it (Radius may be installed after the controller, and
+    /// every request reports its own failure). A direct `--radius-url` was
+    /// chosen by hand and is not asked.
+    pub fn check_radius(&self, shutdown: &CancellationToken) {
+        let radius = self.ctx.radius.clone();
+        if !radius.is_aggregated() {
+            return;
+        }
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let checked = tokio::select! {
+                () = shutdown.cancelled() => return,
+                checked = radius.check_reachable() => checked,
+            };
+            match checked {
+                Ok(()) => tracing::info!(radius = radius.base(), "Radius answers"),
+                Err(error) => tracing::warn!(
+                    radius = radius.base(),
+                    %error,
+                    "Radius does not answer as expected; every deployment will fail until it does"
+                ),
+            }
+        });
     }
 
     /// Fail with a clear message if `--watch-label-selector` is not a label
@@ -332,6 +377,11 @@ impl ControllerHost {
             self.policy_namespace.clone(),
         ) {
             Ok(loader) => {
+                let loader = loader.with_trust(
+                    self.require_signatures,
+                    self.policy_tag_interval,
+                    ctx.metrics.clone(),
+                );
                 tokio::spawn(loader::run(Arc::new(loader), shutdown.clone()));
             }
             Err(error) => tracing::error!(%error, "the ReconcilePolicy controller could not start"),
@@ -365,27 +415,30 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let config = kube_config(args.kubeconfig.as_ref()).await?;
-        let endpoint = match &args.radius_url {
+        let endpoint = match args.radius_url.as_deref().filter(|url| !url.is_empty()) {
             Some(url) => Endpoint::direct(url)?,
             None => Endpoint::aggregated(&config)?,
         };
         tracing::info!(radius = %endpoint.base, cluster = %config.cluster_url, "starting");
         let (metrics, records) = metrics_and_records(&args.controller)?;
-        let host =
-            ControllerHost::new(&args.controller, config, endpoint, metrics.clone(), records)?;
-        host.check_label_selector().await?;
         let shutdown = CancellationToken::new();
         cancel_on_signals(shutdown.clone());
+        // The probes answer before the policy compiles (which takes from a
+        // few hundred milliseconds to seconds for an interpreted guest):
+        // /healthz at once, /readyz 503 until the caches have synced.
         let readiness = Readiness::default();
         let bound = metrics::serve(
             args.metrics_address,
-            metrics,
+            metrics.clone(),
             readiness.clone(),
             shutdown.clone(),
         )
         .await
         .with_context(|| format!("serving metrics on {}", args.metrics_address))?;
         tracing::info!(%bound, "metrics and probes");
+        let host = ControllerHost::new(&args.controller, config, endpoint, metrics, records)?;
+        host.check_label_selector().await?;
+        host.check_radius(&shutdown);
         if !args.leader_elect {
             // Ready once the controllers' caches have synced.
             host.run(shutdown, readiness, std::future::ready(true))
@@ -429,8 +482,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         match term.await {
             // Released only now that the controllers have stopped, so a
             // standby never reconciles alongside this process.
+            // A release that fails is logged (with the reason) by
+            // `release`; the stop itself was clean.
             Ok((TermEnd::Shutdown, mut elector)) => {
-                elector.release().await;
+                let _ = elector.release().await;
                 anyhow::Ok(ExitCode::SUCCESS)
             }
             // Exit non-zero so the pod restarts as a standby.

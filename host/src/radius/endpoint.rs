@@ -21,6 +21,8 @@ pub struct Endpoint {
     /// Client certificate and key, PEM, for mutual TLS.
     pub(crate) identity_pem: Option<Vec<u8>>,
     pub(crate) accept_invalid_certs: bool,
+    /// True for the API server's aggregated path (no `--radius-url`).
+    pub(crate) aggregated: bool,
 }
 
 impl Endpoint {
@@ -41,6 +43,7 @@ impl Endpoint {
             root_certs: Vec::new(),
             identity_pem: None,
             accept_invalid_certs: false,
+            aggregated: false,
         })
     }
 
@@ -87,6 +90,7 @@ impl Endpoint {
             root_certs: config.root_cert.clone().unwrap_or_default(),
             identity_pem,
             accept_invalid_certs: config.accept_invalid_certs,
+            aggregated: true,
         })
     }
 

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use super::Endpoint;
+
 /// What went wrong talking to Radius.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RadiusError {
@@ -20,12 +22,16 @@ pub enum RadiusError {
         code: String,
         message: String,
     },
-    /// Radius answered with a status this client does not expect and no ARM error.
-    #[error("Radius answered {status} to {what}: {body}")]
+    /// Radius (or whatever answers at the endpoint) answered with a status
+    /// this client does not expect and no ARM error. `endpoint` is the base
+    /// URL the request went to; `hint` says what to do about it, if known.
+    #[error("Radius at {endpoint} answered {status} to {what}: {body}{hint}")]
     UnexpectedStatus {
         status: u16,
         what: String,
+        endpoint: String,
         body: String,
+        hint: String,
     },
     /// No answer in time, or the connection failed, after all retries.
     #[error("cannot reach Radius for {what} after {attempts} attempts: {reason}")]
@@ -36,7 +42,8 @@ pub enum RadiusError {
     },
     /// Radius kept answering 429/5xx until the retry budget was spent.
     #[error(
-        "Radius is busy ({status}) for {what} after {attempts} attempts; retry after {retry_after:?}"
+        "Radius is busy ({status}) for {what} after {attempts} attempts{}",
+        retry_after.map(|after| format!("; it asked to retry after {}s", after.as_secs())).unwrap_or_default()
     )]
     Throttled {
         what: String,
@@ -113,13 +120,53 @@ pub(crate) fn arm_error(status: u16, body: &str) -> Option<RadiusError> {
     })
 }
 
-/// An error for a non-success answer: the ARM error if the body is one.
-pub(crate) fn from_status(status: u16, what: &str, body: &str) -> RadiusError {
-    arm_error(status, body).unwrap_or_else(|| RadiusError::UnexpectedStatus {
-        status,
-        what: what.to_string(),
-        body: body.chars().take(512).collect(),
+/// Longest part of an unexpected answer's body kept in a message.
+const BODY_CHARS: usize = 300;
+
+/// An error for a non-success answer from `endpoint`: the ARM error if the
+/// body is one, else one naming the endpoint, with the body on one line.
+pub(crate) fn from_status(status: u16, what: &str, body: &str, endpoint: &Endpoint) -> RadiusError {
+    arm_error(status, body).unwrap_or_else(|| {
+        // The API server answers a path no APIService serves with a plain
+        // "404 page not found": Radius is not installed (or not registered)
+        // behind the aggregated path.
+        let hint = if status == 404 && endpoint.aggregated {
+            format!(
+                ". No Radius API is registered at {} (the API server's aggregated path, where \
+                 Radius installs UCP): install Radius, or point the controller at Radius with \
+                 --radius-url (chart value radius.url)",
+                endpoint.base
+            )
+        } else {
+            String::new()
+        };
+        RadiusError::UnexpectedStatus {
+            status,
+            what: what.to_string(),
+            endpoint: endpoint.base.clone(),
+            body: one_line(body, BODY_CHARS),
+            hint,
+        }
     })
+}
+
+/// `text` fit for a one-line message: whitespace runs (line breaks
+/// included) become one space, control characters are dropped, the ends
+/// trimmed, and at most `max` characters kept (an ellipsis marks a cut).
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let joined: String = words
+        .join(" ")
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect();
+    if joined.is_empty() {
+        return "(empty body)".to_string();
+    }
+    match joined.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &joined[..cut]),
+        None => joined,
+    }
 }
 
 #[cfg(test)]
@@ -136,10 +183,71 @@ mod tests {
             "Radius answered 400 DeploymentFailed: At least one resource deployment operation failed.; BadRequest: container image is required"
         );
         assert!(!error.is_transient());
-        assert!(from_status(503, "GET x", "<html>").is_transient());
+        let direct = Endpoint::direct("http://127.0.0.1:7443").expect("endpoint");
+        assert!(from_status(503, "GET x", "<html>", &direct).is_transient());
         assert!(matches!(
-            from_status(502, "GET x", "oops"),
+            from_status(502, "GET x", "oops", &direct),
             RadiusError::UnexpectedStatus { status: 502, .. }
         ));
+    }
+
+    #[test]
+    fn a_404_from_the_aggregated_path_names_the_endpoint_and_how_to_change_it() {
+        let mut config = kube::Config::new("https://10.0.0.1:6443".parse().expect("uri"));
+        config.auth_info.token = Some("t".to_string().into());
+        let aggregated = Endpoint::aggregated(&config).expect("aggregated");
+        let error = from_status(
+            404,
+            "PUT resource group /planes/radius/local/resourceGroups/default",
+            "404 page not found\n",
+            &aggregated,
+        );
+        assert_eq!(
+            error.to_string(),
+            "Radius at https://10.0.0.1:6443/apis/api.ucp.dev/v1alpha3 answered 404 to PUT resource group \
+             /planes/radius/local/resourceGroups/default: 404 page not found. No Radius API is \
+             registered at https://10.0.0.1:6443/apis/api.ucp.dev/v1alpha3 (the API server's \
+             aggregated path, where Radius installs UCP): install Radius, or point the controller \
+             at Radius with --radius-url (chart value radius.url)"
+        );
+        // A direct URL gets no such hint: the 404 is that server's own.
+        let direct = Endpoint::direct("http://radius.example:7443/").expect("endpoint");
+        let error = from_status(404, "PUT resource group g", "nothing\r\nhere\n", &direct);
+        assert_eq!(
+            error.to_string(),
+            "Radius at http://radius.example:7443 answered 404 to PUT resource group g: nothing here"
+        );
+    }
+
+    #[test]
+    fn answer_bodies_are_put_on_one_bounded_line() {
+        assert_eq!(one_line("  a\n\tb  \r\n c\u{7}d ", 100), "a b cd");
+        assert_eq!(one_line("\n\n", 100), "(empty body)");
+        assert_eq!(one_line("abcdef", 3), "abc…");
+        assert_eq!(one_line("héllo", 5), "héllo");
+    }
+
+    #[test]
+    fn a_throttled_error_says_when_radius_asked_to_be_retried_in_plain_words() {
+        let error = RadiusError::Throttled {
+            what: "GET x".into(),
+            status: 429,
+            attempts: 5,
+            retry_after: Some(Duration::from_secs(40)),
+        };
+        assert_eq!(
+            error.to_string(),
+            "Radius is busy (429) for GET x after 5 attempts; it asked to retry after 40s"
+        );
+        let error = RadiusError::Throttled {
+            what: "GET x".into(),
+            status: 503,
+            attempts: 5,
+            retry_after: None,
+        };
+        assert_eq!(
+            error.to_string(),
+            "Radius is busy (503) for GET x after 5 attempts"
+        );
     }
 }

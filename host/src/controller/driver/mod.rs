@@ -89,9 +89,9 @@ pub async fn reconcile<K: Reconciled>(
         Err(error) => {
             let delay = ctx.memory.errors.next_delay(&key);
             if error.is_transient() {
-                tracing::info!(kind = K::KIND, object = %key, error = %error.display(), ?delay, "reconcile failed; retrying");
+                tracing::info!(kind = K::KIND, object = %key, error = %error.display(), delay_ms = millis(delay), "reconcile failed; retrying");
             } else {
-                tracing::warn!(kind = K::KIND, object = %key, error = %error.display(), ?delay, "reconcile failed; retrying");
+                tracing::warn!(kind = K::KIND, object = %key, error = %error.display(), delay_ms = millis(delay), "reconcile failed; retrying");
             }
             delay
         }
@@ -168,7 +168,7 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Dura
             took,
             ran,
         }) => {
-            tracing::debug!(?ran, ?took, "decided");
+            tracing::debug!(?ran, took_ms = took.as_secs_f64() * 1e3, "decided");
             record(
                 &ctx.decision_records,
                 &policy,
@@ -235,7 +235,10 @@ async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Dura
     if mutates && let Some(wait) = ctx.memory.pacing.mutation_wait(key, fingerprint) {
         // A failed Radius mutation is not repeated before the delay its
         // policy asked for, whatever woke this object early.
-        tracing::debug!(?wait, "Radius mutation held back after a failed attempt");
+        tracing::debug!(
+            wait_ms = millis(wait),
+            "Radius mutation held back after a failed attempt"
+        );
         ctx.metrics.count_paced(K::KIND);
         return Ok(wait);
     }
@@ -553,6 +556,12 @@ async fn fail<K: Reconciled>(
         execute::emit(ctx, object, &event).await;
     }
     Ok(REJECTED_RETRY)
+}
+
+/// A delay as whole milliseconds, for a log field (a number, not Rust's
+/// `Debug` text of a `Duration`).
+fn millis(delay: Duration) -> u64 {
+    u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `name@version` of a policy reference, as logs and messages show it.

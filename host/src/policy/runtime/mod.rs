@@ -324,7 +324,11 @@ impl PolicyEngine {
                 policy = source_name,
                 digest,
                 took_ms,
-                cache = ?self.inner.disk.as_ref().map(|disk| disk.dir().display().to_string()),
+                cache = self
+                    .inner
+                    .disk
+                    .as_ref()
+                    .map(|disk| disk.dir().display().to_string()),
                 "policy compiled"
             ),
             LoadOutcome::DiskCache => tracing::info!(

@@ -162,7 +162,14 @@ impl RadiusClient {
         match answer.status {
             200 => return Ok(false),
             404 => {}
-            status => return Err(error::from_status(status, &what, &answer.body)),
+            status => {
+                return Err(error::from_status(
+                    status,
+                    &what,
+                    &answer.body,
+                    &self.endpoint,
+                ));
+            }
         }
         let what = format!("PUT resource group {scope}");
         let body = json!({"location": "global", "properties": {}});
@@ -171,7 +178,12 @@ impl RadiusClient {
             .await?;
         match answer.status {
             200 | 201 => Ok(true),
-            status => Err(error::from_status(status, &what, &answer.body)),
+            status => Err(error::from_status(
+                status,
+                &what,
+                &answer.body,
+                &self.endpoint,
+            )),
         }
     }
 
@@ -264,7 +276,12 @@ impl RadiusClient {
                 request.subject,
                 &answer,
             )),
-            status => Err(error::from_status(status, &what, &answer.body)),
+            status => Err(error::from_status(
+                status,
+                &what,
+                &answer.body,
+                &self.endpoint,
+            )),
         }
     }
 
@@ -288,7 +305,12 @@ impl RadiusClient {
                 "",
                 &answer,
             ))),
-            status => Err(error::from_status(status, &what, &answer.body)),
+            status => Err(error::from_status(
+                status,
+                &what,
+                &answer.body,
+                &self.endpoint,
+            )),
         }
     }
 
@@ -313,7 +335,12 @@ impl RadiusClient {
             .await?;
         match answer.status {
             200..=204 | 404 => Ok(()),
-            status => Err(error::from_status(status, &what, &answer.body)),
+            status => Err(error::from_status(
+                status,
+                &what,
+                &answer.body,
+                &self.endpoint,
+            )),
         }
     }
 
@@ -334,8 +361,35 @@ impl RadiusClient {
         match answer.status {
             200 => answer.json(&what).map(Some),
             404 => Ok(None),
-            status => Err(error::from_status(status, &what, &answer.body)),
+            status => Err(error::from_status(
+                status,
+                &what,
+                &answer.body,
+                &self.endpoint,
+            )),
         }
+    }
+
+    /// Ask Radius for the resource groups of the `local` plane, only to
+    /// learn whether a Radius API answers at the endpoint: `Ok` for any
+    /// answer that is Radius's (a list, or an ARM error), the error
+    /// otherwise (a 404 from an API server with no Radius behind its
+    /// aggregated path says so, and how to point the controller elsewhere).
+    pub async fn check_reachable(&self) -> Result<(), RadiusError> {
+        let what = "GET resource groups of plane radius/local".to_string();
+        let path =
+            format!("/planes/radius/local/resourceGroups?api-version={RESOURCE_API_VERSION}");
+        let answer = self.send(reqwest::Method::GET, &path, None, &what).await?;
+        match error::from_status(answer.status, &what, &answer.body, &self.endpoint) {
+            _ if (200..300).contains(&answer.status) => Ok(()),
+            RadiusError::Arm { .. } => Ok(()),
+            other => Err(other),
+        }
+    }
+
+    /// True when requests go through the API server's aggregated path.
+    pub fn is_aggregated(&self) -> bool {
+        self.endpoint.aggregated
     }
 
     fn token(

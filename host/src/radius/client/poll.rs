@@ -62,7 +62,12 @@ impl RadiusClient {
                     }),
                 )
             }
-            status => Err(error::from_status(status, &what, &answer.body)),
+            status => Err(error::from_status(
+                status,
+                &what,
+                &answer.body,
+                &self.endpoint,
+            )),
         }
     }
 
@@ -95,7 +100,12 @@ impl RadiusClient {
                     }
                 }
             },
-            status => Err(error::from_status(status, &what, &answer.body)),
+            status => Err(error::from_status(
+                status,
+                &what,
+                &answer.body,
+                &self.endpoint,
+            )),
         }
     }
 

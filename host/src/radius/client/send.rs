@@ -145,7 +145,7 @@ impl RadiusClient {
                             retry_after: hint,
                         });
                     }
-                    tracing::debug!(%what, attempt, status, ?hint, "Radius is busy; retrying");
+                    tracing::debug!(%what, attempt, status, retry_after_s = hint.map(|h| h.as_secs()), "Radius is busy; retrying");
                     hint
                 }
                 Err(error) => {
