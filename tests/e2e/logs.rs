@@ -96,6 +96,13 @@ async fn json_logs_carry_plain_values_through_startup_leadership_and_a_reconcile
     ] {
         assert!(logs.contains(logged), "nothing logged {logged:?}");
     }
+    // The probes answer before the policy compiles (a startup probe never
+    // meets a closed port while it does).
+    let first = |text: &str| logs.find(text).unwrap_or(usize::MAX);
+    assert!(
+        first("metrics and probes") < first("policy compiled"),
+        "the probe server started after the policy compiled"
+    );
     // The cache directory as a plain path, not `Some("…")`.
     assert!(
         logs.lines()
