@@ -7,7 +7,8 @@
 #   deploy/image/build.sh [--binary PATH] [--tag NAME:TAG] [--context DIR]
 #
 #   --binary   use this radwasm binary instead of building one
-#   --tag      image name (default radwasm:<version from host/Cargo.toml>)
+#   --tag      image name (default localhost/radwasm:<version from Cargo.toml>,
+#              the chart's default image)
 #   --context  where to assemble the build context (default target/image)
 #
 # Needs podman (or buildah, or docker) and ldd. The binary's shared
@@ -16,7 +17,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 binary=""
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/Cargo.toml" | head -n 1)"
-tag="radwasm:${version}"
+tag="localhost/radwasm:${version}"
 context="$repo/target/image"
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -92,10 +92,45 @@ fn rendered(values: &[&str]) -> String {
     ok_stdout(&helm(&args), "helm template")
 }
 
+/// Objects `helm uninstall` leaves behind (`helm.sh/resource-policy: keep`),
+/// by kind and name; the annotation is taken off each, as Helm's alone.
+fn take_kept(chart: &mut BTreeMap<(String, String), serde_yaml::Value>) -> Vec<(String, String)> {
+    let mut kept = Vec::new();
+    for (key, object) in chart.iter_mut() {
+        let Some(annotations) = object["metadata"]
+            .get_mut("annotations")
+            .and_then(|a| a.as_mapping_mut())
+        else {
+            continue;
+        };
+        if let Some(policy) = annotations.remove("helm.sh/resource-policy") {
+            assert_eq!(policy.as_str(), Some("keep"), "{key:?}");
+            kept.push(key.clone());
+        }
+        if annotations.is_empty()
+            && let Some(metadata) = object["metadata"].as_mapping_mut()
+        {
+            metadata.remove("annotations");
+        }
+    }
+    kept
+}
+
 #[test]
 fn the_chart_lints_and_renders_what_kustomize_renders() {
     ok_stdout(&helm(&["lint", "--strict", "deploy/chart"]), "helm lint");
-    let chart = objects(&rendered(&[]));
+    let mut chart = objects(&rendered(&[]));
+    // What the pods need to release the leader Lease outlives `helm
+    // uninstall`: Helm deletes the Deployment and the RBAC together, and the
+    // pods stop afterwards (docs/install.md, "Uninstall").
+    assert_eq!(
+        take_kept(&mut chart),
+        [
+            ("Role".to_string(), "radwasm".to_string()),
+            ("RoleBinding".to_string(), "radwasm".to_string()),
+            ("ServiceAccount".to_string(), "radwasm".to_string()),
+        ]
+    );
     let kustomize = Command::new("kubectl")
         .args(["kustomize", "deploy/"])
         .current_dir(repo_root())
@@ -140,12 +175,16 @@ fn the_charts_values_become_the_controllers_arguments() {
         "--set",
         "image.pullPolicy=Never",
         "--set",
+        "radius.url=http://10.233.0.1:7443",
+        "--set",
+        "probes.startup.failureThreshold=120",
+        "--set",
         "extraArgs={--concurrency=4}",
     ]));
     let deployment = &chart[&("Deployment".to_string(), "shard-a".to_string())];
     assert_eq!(deployment["spec"]["replicas"].as_f64(), Some(1.0));
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(container["image"], "ghcr.io/radwasm/radwasm:0.2.0");
+    assert_eq!(container["image"], "localhost/radwasm:0.2.0");
     assert_eq!(container["imagePullPolicy"], "Never");
     let args: Vec<&str> = container["args"]
         .as_sequence()
@@ -165,8 +204,13 @@ fn the_charts_values_become_the_controllers_arguments() {
             "--leader-election-lease=radwasm-shard-a",
             "--namespace=team",
             "--watch-label-selector=radapp.io/shard=a",
+            "--radius-url=http://10.233.0.1:7443",
             "--concurrency=4",
         ]
+    );
+    assert_eq!(
+        container["startupProbe"]["failureThreshold"].as_f64(),
+        Some(120.0)
     );
     // Every object is named after `name`, so a second release fits beside.
     for (kind, name) in chart.keys() {
@@ -186,6 +230,33 @@ fn the_charts_values_become_the_controllers_arguments() {
     }
 }
 
+#[test]
+fn the_default_install_names_a_loadable_image_and_probes_each_question_apart() {
+    let chart = objects(&rendered(&[]));
+    let deployment = &chart[&("Deployment".to_string(), "radwasm".to_string())];
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    // The name deploy/image/build.sh gives the image it builds, run from
+    // the node once loaded there.
+    assert_eq!(container["image"], "localhost/radwasm:0.1.0");
+    assert_eq!(container["imagePullPolicy"], "IfNotPresent");
+    let path = |probe: &str| {
+        container[probe]["httpGet"]["path"]
+            .as_str()
+            .map(str::to_string)
+    };
+    assert_eq!(path("startupProbe").as_deref(), Some("/healthz"));
+    assert_eq!(path("livenessProbe").as_deref(), Some("/healthz"));
+    assert_eq!(path("readinessProbe").as_deref(), Some("/readyz"));
+    // No --radius-url: the API server's aggregated path.
+    let args = container["args"].as_sequence().expect("args");
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.as_str().is_some_and(|a| a.starts_with("--radius-url"))),
+        "{args:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_installs_on_the_real_api_server_and_uninstalls() {
     if skip_requested() {
@@ -194,7 +265,8 @@ async fn the_chart_installs_on_the_real_api_server_and_uninstalls() {
     let cluster = shared().await.unwrap_or_else(|e| panic!("{e:#}"));
     let kubeconfig = cluster.kubeconfig.display().to_string();
     let release = "radwasm-helm";
-    let install = helm(&[
+    let name = format!("name={release}");
+    let install_args = [
         "install",
         release,
         "deploy/chart",
@@ -204,10 +276,20 @@ async fn the_chart_installs_on_the_real_api_server_and_uninstalls() {
         release,
         "--create-namespace",
         "--set",
-        &format!("name={release}"),
+        &name,
         "--wait=false",
-    ]);
-    ok_stdout(&install, "helm install");
+    ];
+    let notes = ok_stdout(&helm(&install_args), "helm install");
+    // What to check next (NOTES.txt), shown after `helm install`.
+    for text in [
+        "published anywhere",
+        "rollout status deployment/radwasm-helm",
+        "/apis/api.ucp.dev/v1alpha3",
+        "get lease radwasm-controller",
+        "docs/install.md",
+    ] {
+        assert!(notes.contains(text), "NOTES lack {text:?}:\n{notes}");
+    }
     let listed = ok_stdout(
         &helm(&["list", "--kubeconfig", &kubeconfig, "--namespace", release]),
         "helm list",
@@ -247,8 +329,8 @@ async fn the_chart_installs_on_the_real_api_server_and_uninstalls() {
         .expect("kubectl");
     ok_stdout(&out, "kubectl get crd");
 
-    ok_stdout(
-        &helm(&[
+    let uninstall = || {
+        helm(&[
             "uninstall",
             release,
             "--kubeconfig",
@@ -258,9 +340,28 @@ async fn the_chart_installs_on_the_real_api_server_and_uninstalls() {
             "--wait",
             "--timeout",
             "60s",
-        ]),
-        "helm uninstall",
-    );
+        ])
+    };
+    let said = ok_stdout(&uninstall(), "helm uninstall");
+    // What the stopping pods need to release the leader Lease stays, and
+    // Helm says so.
+    assert!(said.contains("kept due to the resource policy"), "{said}");
+    let kept = ["serviceaccount", "role", "rolebinding"].map(|kind| format!("{kind}/{release}"));
+    for object in &kept {
+        let out = cluster
+            .kubectl(&["get", object, "--namespace", release, "-o", "name"])
+            .await
+            .expect("kubectl");
+        ok_stdout(&out, &format!("kubectl get {object} after helm uninstall"));
+    }
+    // Installing again adopts them (they still carry the release's name).
+    ok_stdout(&helm(&install_args), "helm install again");
+    ok_stdout(&uninstall(), "helm uninstall again");
+    // docs/install.md, "Uninstall": removed by hand once the pods are gone.
+    let mut delete = vec!["delete", "--namespace", release];
+    delete.extend(kept.iter().map(String::as_str));
+    let out = cluster.kubectl(&delete).await.expect("kubectl");
+    ok_stdout(&out, "kubectl delete the kept objects");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let out = cluster
