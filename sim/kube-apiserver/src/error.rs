@@ -67,15 +67,25 @@ impl ApiError {
             .collect();
         let causes: Vec<Value> = causes
             .into_iter()
-            .map(|(field, message)| json!({"reason": "FieldValueInvalid", "message": message, "field": field}))
+            .map(|(field, message)| {
+                let reason = if message.starts_with("Too long") {
+                    "FieldValueTooLong"
+                } else {
+                    "FieldValueInvalid"
+                };
+                json!({"reason": reason, "message": message, "field": field})
+            })
             .collect();
+        // The core group has no name: `ConfigMap "x"`, as the real server says.
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
         Self::new(
             422,
             "Invalid",
-            format!(
-                "{kind}.{group} \"{name}\" is invalid: {}",
-                summary.join(", ")
-            ),
+            format!("{qualified} \"{name}\" is invalid: {}", summary.join(", ")),
         )
         .with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
     }

@@ -498,3 +498,50 @@ async fn get_in_chunks_lists_each_kind_completely() {
     );
     cluster.stop().await;
 }
+
+#[tokio::test]
+async fn a_configmap_over_one_mib_is_refused_as_the_real_server_refuses_it() {
+    let Some(cluster) =
+        Cluster::start("a_configmap_over_one_mib_is_refused_as_the_real_server_refuses_it").await
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The size of an interpreted policy component: more than a ConfigMap
+    // holds. (`kubectl create configmap` itself sends protobuf, which this
+    // server does not read: the manifest it makes is created instead.)
+    let component = dir.path().join("policy.wasm");
+    let from_file = format!("--from-file=policy.wasm={}", component.display());
+    for (name, size, stored) in [
+        ("team-py", (1 << 20) + 1, false),
+        ("team-rs", 1 << 20, true),
+    ] {
+        std::fs::write(&component, vec![7u8; size]).expect("write");
+        let manifest = cluster
+            .ok(&[
+                "create",
+                "configmap",
+                name,
+                &from_file,
+                "--dry-run=client",
+                "-o",
+                "yaml",
+            ])
+            .await;
+        let created = cluster
+            .run_with_stdin(&["create", "-f", "-"], Some(&manifest))
+            .await;
+        if stored {
+            created.ok("create of a ConfigMap of 1 MiB");
+        } else {
+            let refused = created.failed("create of a ConfigMap of 1 MiB + 1 byte");
+            assert!(
+                refused.contains(
+                    "ConfigMap \"team-py\" is invalid: []: Too long: may not be more than 1048576 bytes"
+                ),
+                "{refused}"
+            );
+        }
+    }
+    cluster.stop().await;
+}

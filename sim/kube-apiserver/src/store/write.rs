@@ -32,6 +32,54 @@ fn name_label(kind: &Kind, object: &mut Value) {
     object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
 }
 
+/// Most bytes a ConfigMap's or a Secret's data may hold (the real server's
+/// `MaxSecretSize`).
+pub const MAX_DATA_BYTES: usize = 1 << 20;
+
+/// Refuse a ConfigMap or Secret holding more than [`MAX_DATA_BYTES`], as
+/// the real server does, with its message (`[]: Too long: may not be more
+/// than 1048576 bytes` for a ConfigMap, field `data` for a Secret).
+fn check_size(kind: &Kind, object: &Value) -> Result<(), ApiError> {
+    use base64::Engine;
+    let decoded = |value: &Value| {
+        value.as_str().map_or(0, |text| {
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_or(text.len(), |bytes| bytes.len())
+        })
+    };
+    let sum = |field: &str, size: &dyn Fn(&Value) -> usize| {
+        object
+            .get(field)
+            .and_then(Value::as_object)
+            .map_or(0, |map| map.values().map(size).sum::<usize>())
+    };
+    let (field, total) = match (kind.group.as_str(), kind.kind.as_str()) {
+        ("", "ConfigMap") => (
+            "[]",
+            sum("data", &|v: &Value| v.as_str().map_or(0, str::len)) + sum("binaryData", &decoded),
+        ),
+        ("", "Secret") => ("data", sum("data", &decoded)),
+        _ => return Ok(()),
+    };
+    if total <= MAX_DATA_BYTES {
+        return Ok(());
+    }
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    Err(ApiError::invalid(
+        &kind.group,
+        &kind.kind,
+        name,
+        vec![(
+            field.to_string(),
+            format!("Too long: may not be more than {MAX_DATA_BYTES} bytes"),
+        )],
+    ))
+}
+
 impl Store {
     /// Validate and prune a custom resource against its schema.
     fn check_schema(kind: &Kind, object: &mut Value) -> Result<(), ApiError> {
@@ -134,6 +182,7 @@ impl Store {
         if kind.custom {
             Self::check_schema(kind, &mut object)?;
         }
+        check_size(kind, &object)?;
         let metadata = object["metadata"]
             .as_object_mut()
             .expect("metadata is an object");
@@ -252,6 +301,7 @@ impl Store {
         if kind.custom {
             Self::check_schema(kind, &mut next)?;
         }
+        check_size(kind, &next)?;
         name_label(kind, &mut next);
         next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
         if next == *current {
