@@ -74,7 +74,7 @@ pub fn chart_values(release: &str, namespace: &str, tag: &str, radius_url: &str)
         "--set".to_string(),
         format!("watchNamespace={namespace}"),
         "--set".to_string(),
-        format!("extraArgs[0]=--radius-url={radius_url}"),
+        format!("radius.url={radius_url}"),
     ]
 }
 
