@@ -7,7 +7,12 @@
 //! `cargo test --locked -p radwasm --test e2e node::` (as root); see
 //! docs/node-tests.md.
 
+mod failover;
 mod install;
+mod limits;
+mod operator;
+mod policy;
+mod upgrade;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
