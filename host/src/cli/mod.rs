@@ -16,6 +16,7 @@ pub mod policy_cases;
 pub mod policy_new;
 pub mod policy_oci;
 pub mod policy_records;
+pub mod policy_sign;
 pub mod run;
 pub mod runtime_args;
 #[cfg(feature = "dev")]

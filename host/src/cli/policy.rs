@@ -69,6 +69,13 @@ pub enum PolicyCommand {
     Push(super::policy_oci::PushArgs),
     /// Pull a policy from an OCI registry, verify its digests, validate it, write it.
     Pull(super::policy_oci::PullArgs),
+    /// Sign a policy artifact in an OCI registry with a cosign key, in
+    /// cosign's format (the `sha256-<digest>.sig` tag).
+    Sign(super::policy_sign::SignArgs),
+    /// Verify a policy artifact's cosign signature with public keys, offline:
+    /// exit 1 naming why if it is unsigned, signed by another key, signed
+    /// for another digest, or its content does not match its digest.
+    Verify(super::policy_sign::VerifyArgs),
     /// Write the WIT files of every contract version this binary loads into
     /// DIR (created if absent): the current one as `policy.wit`, older ones
     /// as `v0.N/policy.wit`. Bindings for any component-model language are
@@ -127,6 +134,8 @@ pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
         }
         PolicyCommand::Push(args) => super::policy_oci::push(args),
         PolicyCommand::Pull(args) => super::policy_oci::pull(args),
+        PolicyCommand::Sign(args) => super::policy_sign::sign(args),
+        PolicyCommand::Verify(args) => super::policy_sign::verify(args),
         PolicyCommand::Cases(args) => super::policy_cases::run(&args),
         PolicyCommand::New(args) => super::policy_new::run(&args),
         PolicyCommand::Wit { dir } => write_wit(&dir),

@@ -59,7 +59,7 @@ pub struct RegistryArgs {
 impl RegistryArgs {
     /// The options for the registry client; credentials from the flags or
     /// the environment, both halves required.
-    fn options(&self) -> anyhow::Result<OciOptions> {
+    pub(super) fn options(&self) -> anyhow::Result<OciOptions> {
         let non_empty = |value: Option<String>| value.filter(|v| !v.is_empty());
         let username = non_empty(self.username.clone());
         let password = if self.password_stdin {
@@ -106,11 +106,12 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
         .map_err(|error| with_reference(error, &args.reference))
         .with_context(|| format!("{source}: not pushed"))?;
     eprintln!(
-        "pushed {} ({} bytes, component sha256:{}) to {}",
+        "pushed {} ({} bytes, component sha256:{}) to {}: manifest digest {}",
         loaded.display_name(),
         bytes.len(),
         loaded.digest(),
-        args.reference
+        args.reference,
+        pushed.digest
     );
     println!("{}", pushed.reference);
     Ok(ExitCode::SUCCESS)
@@ -142,7 +143,7 @@ pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
 
 /// Every registry error names the reference but a digest mismatch, which
 /// names the two digests: add the reference to that one.
-fn with_reference(error: OciError, reference: &str) -> anyhow::Error {
+pub(super) fn with_reference(error: OciError, reference: &str) -> anyhow::Error {
     match error {
         OciError::DigestMismatch { .. } => anyhow::Error::new(error).context(reference.to_string()),
         other => anyhow::Error::new(other),
@@ -154,7 +155,7 @@ fn validate(source: &str, bytes: &[u8]) -> anyhow::Result<LoadedPolicy> {
     Ok(engine.load_bytes(source, bytes)?)
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -126,6 +126,14 @@ pub struct DriftLabels {
     pub result: &'static str,
 }
 
+/// Labels of one signature check of a `ReconcilePolicy` module: the policy
+/// and `Verified` or the refusal's reason (`SignatureMissing`, …).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerificationLabels {
+    pub reconcile_policy: String,
+    pub result: &'static str,
+}
+
 /// Every metric the host exports. Each moves in a test
 /// (`host/src/metrics/` and the end-to-end suite).
 pub struct Metrics {
@@ -148,6 +156,7 @@ pub struct Metrics {
     drift_checks: Family<DriftLabels, Counter>,
     kube_requests: Family<KubeRequestLabels, Counter>,
     crd_schema_missing_fields: Family<CrdLabels, Gauge>,
+    policy_verifications: Family<VerificationLabels, Counter>,
     /// Decision records: their counters are registered and their ring is
     /// served on `/debug/decisions` (`with_decision_records`).
     decision_records: Option<Recorder>,
@@ -280,6 +289,12 @@ impl Default for Metrics {
             "Fields the controller writes that the installed CustomResourceDefinition would drop (topmost of each missing subtree; 0 when it keeps them all)",
             crd_schema_missing_fields.clone(),
         );
+        let policy_verifications = Family::<VerificationLabels, Counter>::default();
+        registry.register(
+            "policy_verifications",
+            "Signature checks of ReconcilePolicy modules (spec.verify, --require-signatures), by policy and result (Verified or the refusal's reason)",
+            policy_verifications.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -300,6 +315,7 @@ impl Default for Metrics {
             drift_checks,
             kube_requests,
             crd_schema_missing_fields,
+            policy_verifications,
             decision_records: None,
         }
     }
@@ -324,6 +340,17 @@ impl Metrics {
         );
         self.decision_records = Some(recorder.clone());
         self
+    }
+
+    /// One signature check of `reconcile_policy`'s module: `Verified` or
+    /// the refusal's reason.
+    pub fn observe_verification(&self, reconcile_policy: &str, result: &'static str) {
+        self.policy_verifications
+            .get_or_create(&VerificationLabels {
+                reconcile_policy: reconcile_policy.to_string(),
+                result,
+            })
+            .inc();
     }
 
     /// One reconcile finished.
@@ -505,6 +532,7 @@ mod tests {
         metrics.set_crd_schema_missing_fields("deploymenttemplates.radapp.io", 2);
         metrics.observe_radius_request("DELETE", 409, Duration::from_millis(2));
         metrics.observe_radius_request("PUT", 0, Duration::from_millis(2));
+        metrics.observe_verification("team-a", "SignatureMissing");
         let text = metrics.encode();
         for line in [
             r#"radwasm_reconciles_total{kind="DeploymentTemplate",outcome="ok"} 1"#,
@@ -523,6 +551,7 @@ mod tests {
             r#"radwasm_radius_requests_total{method="DELETE",outcome="client_error",code="409"} 1"#,
             r#"radwasm_radius_requests_total{method="PUT",outcome="unreachable",code="0"} 1"#,
             r#"radwasm_radius_request_seconds_count{method="DELETE"} 1"#,
+            r#"radwasm_policy_verifications_total{reconcile_policy="team-a",result="SignatureMissing"} 1"#,
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

@@ -13,6 +13,7 @@ mod runtime;
 mod sandbox;
 pub mod slot;
 pub mod source;
+pub mod trust;
 pub mod validate;
 pub mod wit;
 

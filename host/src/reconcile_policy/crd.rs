@@ -78,6 +78,22 @@ pub struct ReconcilePolicySpec {
     /// module that decides alone (world `policy`) takes no base.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<String>,
+    /// The keys the module (an OCI artifact) must be signed with, in
+    /// cosign's format. With it, `module.oci` may name a tag: the tag is
+    /// resolved to a digest, that digest's signature checked, and a new
+    /// digest behind the tag is checked before it replaces the running one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<PolicyVerify>,
+}
+
+/// Where the trusted public keys are.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyVerify {
+    /// A ConfigMap in the controller's policy namespace whose every `data`
+    /// key is one PEM public key (`cosign.pub`); a signature by any of them
+    /// is accepted (several keys: rotation).
+    pub config_map: SecretName,
 }
 
 /// Where a policy component comes from.
@@ -166,10 +182,13 @@ pub struct PolicyLimits {
 pub struct ReconcilePolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`: a version of the module is loaded and deciding. Its reason
-    /// says why not: `InvalidSpec`, `FetchFailed`, `DigestMismatch`,
-    /// `LoadFailed`, `WorldMismatch`, `CasesFailed`, `BaseNotFound`,
-    /// `BaseNotReady`, `BaseCycle`.
+    /// `Ready`: a version of the module is loaded and deciding, and the
+    /// latest candidate passed its signature check. Its reason says why
+    /// not: `InvalidSpec`, `FetchFailed`, `DigestMismatch`, `LoadFailed`,
+    /// `WorldMismatch`, `CasesFailed`, `BaseNotFound`, `BaseNotReady`,
+    /// `BaseCycle`, and for trust `SignatureMissing`, `SignatureUntrusted`,
+    /// `SignatureDigestMismatch`, `VerifyKeysMissing`, `VerifyKeysInvalid`,
+    /// `SignatureRequired` (the running version, if any, keeps deciding).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The loaded policy's own name (from its `describe`).
@@ -191,8 +210,22 @@ pub struct ReconcilePolicyStatus {
     /// Shadow decisions whose plan differed from the enforcing policy's.
     #[serde(default)]
     pub shadow_disagreements: u64,
+    /// The signature check that let the loaded version in (with
+    /// spec.verify).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<VerifiedStatus>,
     /// Why the last candidate was refused (the loaded version, if any,
     /// stays in charge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+}
+
+/// The artifact a loaded version came from and the key that verified it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifiedStatus {
+    /// `registry/repository@sha256:…`: the manifest digest that was verified.
+    pub reference: String,
+    /// The key that verified it: its ConfigMap key and `sha256:` fingerprint.
+    pub key: String,
 }

@@ -5,6 +5,9 @@
 //! no more than [`MAX_CONFIG_MAP_COMPONENT_BYTES`] (1 MiB).
 
 pub mod oci;
+mod verify;
+
+pub use verify::VerifyFailure;
 
 use std::fmt;
 use std::io::Read;
@@ -71,6 +74,17 @@ pub struct Fetched {
     pub digest: String,
     /// The source as load errors and the loaded policy name it.
     pub source_name: String,
+    /// For an OCI source: the artifact the bytes came from, pinned.
+    pub artifact: Option<Artifact>,
+}
+
+/// The OCI artifact a component was pulled from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// `registry/repository@sha256:…`.
+    pub reference: String,
+    /// The manifest digest, `sha256:…` (a tag resolved to it).
+    pub digest: String,
 }
 
 impl Fetched {
@@ -79,6 +93,7 @@ impl Fetched {
             digest: super::digest(&bytes),
             bytes,
             source_name,
+            artifact: None,
         }
     }
 }
@@ -182,6 +197,13 @@ impl Fetcher {
             .ok_or_else(|| unavailable(what, "the ConfigMap does not exist"))
     }
 
+    fn oci_options(&self, auth: Option<oci::Credentials>) -> oci::OciOptions {
+        oci::OciOptions {
+            insecure_registries: self.insecure_registries.clone(),
+            auth,
+        }
+    }
+
     fn kube(&self, what: &str) -> Result<&kube::Client, SourceError> {
         self.kube
             .as_ref()
@@ -258,10 +280,7 @@ impl Source {
                     Some(secret) => fetcher.credentials(secret, reference).await?,
                     None => None,
                 };
-                let options = oci::OciOptions {
-                    insecure_registries: fetcher.insecure_registries.clone(),
-                    auth,
-                };
+                let options = fetcher.oci_options(auth);
                 let pulled = oci::pull(reference, &options).await.map_err(|error| {
                     let kind = match error {
                         oci::OciError::DigestMismatch { .. } => SourceErrorKind::DigestMismatch,
@@ -274,7 +293,12 @@ impl Source {
                         detail: error.to_string(),
                     }
                 })?;
-                Ok(Fetched::new(reference.clone(), pulled.component))
+                let mut fetched = Fetched::new(reference.clone(), pulled.component);
+                fetched.artifact = Some(Artifact {
+                    reference: pulled.reference,
+                    digest: pulled.digest,
+                });
+                Ok(fetched)
             }
         }
     }

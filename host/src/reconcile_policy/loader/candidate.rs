@@ -1,6 +1,7 @@
 //! One look at a policy's spec: the module it names fetched, its digest
-//! checked, compiled, its world and contract checked, its cases run; the
-//! version to activate, or why not (a [`Problem`]).
+//! checked, its signature checked (`spec.verify`), compiled, its world and
+//! contract checked, its cases run; the version to activate, or why not (a
+//! [`Problem`]).
 
 use kube::ResourceExt;
 use radwasm_policy_model::cases;
@@ -11,7 +12,7 @@ use crate::policy::{self, LoadError, LoadedPolicy};
 use crate::reconcile_policy::crd::{PolicyModule, ReconcilePolicy, ReconcilePolicySpec};
 use crate::reconcile_policy::registry::{Active, Problem};
 
-use super::Loader;
+use super::{Loader, trust};
 
 pub(super) enum Candidate {
     /// The loaded version is exactly this candidate.
@@ -34,7 +35,18 @@ pub(super) async fn candidate(
     let spec = &policy.spec;
     let source =
         check_spec(spec, &loader.policy_namespace).map_err(|m| problem("InvalidSpec", m))?;
-    let fetched = source.fetch(&loader.fetcher).await.map_err(fetch_problem)?;
+    let keys = trust::trusted_keys(policy, &source, loader).await?;
+    let fetched = source.fetch(&loader.fetcher).await.map_err(|error| {
+        let refused = fetch_problem(error);
+        if keys.is_some() && refused.reason == "DigestMismatch" {
+            trust::count(loader, policy, refused.reason);
+        }
+        refused
+    })?;
+    let verified = match &keys {
+        Some(keys) => Some(trust::verify(policy, &source, &fetched, keys, loader).await?),
+        None => None,
+    };
     let (source_name, bytes, digest) = (fetched.source_name, fetched.bytes, fetched.digest);
     if let Some(expected) = spec.module.sha256.as_deref() {
         let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
@@ -50,11 +62,12 @@ pub(super) async fn candidate(
     let cases = fetch_cases(spec, loader).await?;
     let limits = spec.limits.unwrap_or_default();
     let identity = format!(
-        "{digest} fuel={:?} memory={:?} cases={} base={:?}",
+        "{digest} fuel={:?} memory={:?} cases={} base={:?} verified={:?}",
         limits.fuel,
         limits.memory_bytes,
         cases_fingerprint(&cases),
-        spec.base
+        spec.base,
+        verified.as_ref().map(|v| (&v.digest, &v.key)),
     );
     if let Some(entry) = loader.registry.get(&policy.name_any())
         && entry
@@ -102,6 +115,7 @@ pub(super) async fn candidate(
     Ok(Candidate::Loaded(Active {
         policy: loaded,
         identity,
+        verified,
     }))
 }
 
@@ -155,6 +169,21 @@ pub(super) fn check_spec(
         if let Some(selector) = selector {
             kube::core::Selector::try_from(selector.clone())
                 .map_err(|e| format!("spec.{field}: {e}"))?;
+        }
+    }
+    if let Some(verify) = &spec.verify {
+        if module.oci.is_none() {
+            return Err(
+                "spec.verify checks cosign signatures of OCI artifacts: it needs spec.module.oci"
+                    .to_string(),
+            );
+        }
+        let keys = &verify.config_map;
+        if keys.namespace != policy_namespace || keys.name.is_empty() {
+            return Err(format!(
+                "spec.verify.configMap must name a ConfigMap in {policy_namespace:?} (--policy-namespace), where the controller reads ConfigMaps; got {:?}/{:?}",
+                keys.namespace, keys.name
+            ));
         }
     }
     if let Some(sha) = &module.sha256 {
@@ -212,9 +241,11 @@ pub(super) fn check_spec(
                 "spec.module.oci pins {inline} but spec.module.digest says {digest}"
             ));
         }
+        // A tag is followed only when its digests are verified.
+        (None, None) if spec.verify.is_some() => reference.to_string(),
         (None, None) => {
             return Err(format!(
-                "spec.module.oci {reference:?} needs a digest: write it as repository@sha256:… or set spec.module.digest"
+                "spec.module.oci {reference:?} needs a digest: write it as repository@sha256:… or set spec.module.digest (or set spec.verify to follow a tag, verifying each digest behind it)"
             ));
         }
     };

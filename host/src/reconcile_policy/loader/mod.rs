@@ -37,6 +37,7 @@ use crate::runner::{self, objects};
 
 mod candidate;
 mod status;
+mod trust;
 
 use candidate::{Candidate, candidate};
 use status::{flush_counts, write_status};
@@ -54,6 +55,14 @@ pub struct Loader {
     pub fetcher: Fetcher,
     /// The one namespace whose ConfigMaps modules and cases come from.
     pub policy_namespace: String,
+    /// `--require-signatures`: a module from a registry or a URL loads only
+    /// with `spec.verify`.
+    pub require_signatures: bool,
+    /// How often a policy following a tag (`spec.verify` and no digest)
+    /// resolves it again.
+    pub tag_interval: Duration,
+    /// Where signature checks are counted.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
     failures: std::sync::Mutex<BTreeMap<String, u32>>,
 }
 
@@ -73,10 +82,30 @@ impl Loader {
             engine,
             recorders,
             policy_namespace,
+            require_signatures: false,
+            tag_interval: DEFAULT_TAG_INTERVAL,
+            metrics: None,
             failures: Default::default(),
         })
     }
+
+    /// With `--require-signatures`, `--policy-tag-interval` and the metrics
+    /// signature checks are counted in.
+    pub fn with_trust(
+        mut self,
+        require_signatures: bool,
+        tag_interval: Duration,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Self {
+        self.require_signatures = require_signatures;
+        self.tag_interval = tag_interval;
+        self.metrics = Some(metrics);
+        self
+    }
 }
+
+/// The default of `--policy-tag-interval`.
+pub const DEFAULT_TAG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Whether the `ReconcilePolicy` CRD is served. Without it, every object is
 /// decided by `--policy` (said once in the log).
@@ -167,7 +196,11 @@ fn reads_config_map(spec: &ReconcilePolicySpec, namespace: &str, name: &str) -> 
         .cases
         .as_ref()
         .is_some_and(|c| c.config_map.namespace == namespace && c.config_map.name == name);
-    module || cases
+    let keys = spec
+        .verify
+        .as_ref()
+        .is_some_and(|v| v.config_map.namespace == namespace && v.config_map.name == name);
+    module || cases || keys
 }
 
 /// Why a reconcile of a policy could not finish (retried with backoff).
@@ -196,7 +229,7 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
     let outcome = candidate(policy, loader).await;
     let entry = loader.registry.get(&name);
     let retry = match outcome {
-        Ok(Candidate::Unchanged) => None,
+        Ok(Candidate::Unchanged) => follows_tag(policy).then_some(loader.tag_interval),
         Ok(Candidate::Loaded(active)) => {
             let loaded = active.policy.display_name();
             let digest = active.policy.digest().to_string();
@@ -210,7 +243,7 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
                 format!("{loaded} (sha256:{digest}) decides from now on"),
             )
             .await;
-            None
+            follows_tag(policy).then_some(loader.tag_interval)
         }
         Err(problem) => {
             let keeps = entry
@@ -226,10 +259,19 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
             if news {
                 event(loader, policy, EventType::Warning, problem.reason, message).await;
             }
-            // A fetch may work later, and a base may be created or become
-            // Ready: both are looked at again, paced by the same backoff.
-            let retry = (problem.reason == "FetchFailed" || problem.reason.starts_with("Base"))
-                .then(|| fetch_backoff(loader, &name));
+            // A fetch may work later, a base may be created or become
+            // Ready, and a signature may be pushed or a tag move: all are
+            // looked at again, paced by the same backoff.
+            let retry = (problem.reason == "FetchFailed"
+                || problem.reason.starts_with("Base")
+                || problem.reason.starts_with("Signature")
+                || (problem.reason == "DigestMismatch" && follows_tag(policy)))
+            .then(|| fetch_backoff(loader, &name))
+            // A tag is looked at every --policy-tag-interval, refused or not.
+            .map(|backoff| match follows_tag(policy) {
+                true => backoff.min(loader.tag_interval),
+                false => backoff,
+            });
             loader.registry.refuse(&name, problem);
             retry
         }
@@ -241,6 +283,13 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
     }
     write_status(loader, policy).await?;
     Ok(retry)
+}
+
+/// The policy names an OCI tag, not a digest: the tag is resolved again
+/// every `--policy-tag-interval`.
+fn follows_tag(policy: &ReconcilePolicy) -> bool {
+    let module = &policy.spec.module;
+    module.digest.is_none() && module.oci.as_deref().is_some_and(|r| !r.contains('@'))
 }
 
 fn fetch_backoff(loader: &Loader, name: &str) -> Duration {

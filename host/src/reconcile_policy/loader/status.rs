@@ -34,6 +34,17 @@ pub(super) async fn write_status(
             "Loaded",
             format!("{} decides", active.policy.display_name()),
         ),
+        // A refusal for trust is loud: not Ready, with its own reason,
+        // while the verified version keeps deciding.
+        (Some(active), Some(problem)) if is_trust_refusal(policy, problem.reason) => (
+            "False",
+            problem.reason,
+            format!(
+                "{}; {} (verified before) keeps deciding",
+                problem.message,
+                active.policy.display_name()
+            ),
+        ),
         (Some(active), Some(problem)) => (
             "True",
             "CandidateRefused",
@@ -89,6 +100,10 @@ pub(super) async fn write_status(
             "version": version,
             "digest": digest,
             "worlds": worlds,
+            "verified": entry.active.as_ref().and_then(|a| a.verified.as_ref()).map(|v| serde_json::json!({
+                "reference": verified_reference(policy, &v.digest),
+                "key": v.key,
+            })),
             "lastError": entry.problem.as_ref().map(|p| format!("{}: {}", p.reason, p.message)),
         }
     });
@@ -102,6 +117,28 @@ pub(super) async fn write_status(
                 crate::controller::describe_kube_error(&e)
             ))
         })
+}
+
+/// A refusal that makes the policy `Ready=False` even with a version
+/// running: one for trust, and a digest mismatch of a verified policy.
+fn is_trust_refusal(policy: &ReconcilePolicy, reason: &str) -> bool {
+    (reason != "DigestMismatch" || policy.spec.verify.is_some())
+        && crate::policy::trust::TRUST_REASONS.contains(&reason)
+}
+
+/// `registry/repository@digest` of the policy's module.
+fn verified_reference(policy: &ReconcilePolicy, digest: &str) -> String {
+    let reference = policy.spec.module.oci.as_deref().unwrap_or_default();
+    let repository = match reference.rsplit_once('@') {
+        Some((repository, _)) => repository,
+        None => reference,
+    };
+    // Without the tag: a digest names the manifest alone.
+    let repository = match repository.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => name,
+        _ => repository,
+    };
+    format!("{repository}@{digest}")
 }
 
 /// Write decision and disagreement counts into each policy's status when

@@ -48,6 +48,8 @@ pub struct Active {
     pub policy: LoadedPolicy,
     /// Component digest, limits and cases it was checked with.
     pub identity: String,
+    /// The signature check that let it in (with `spec.verify`).
+    pub verified: Option<crate::policy::trust::Verified>,
 }
 
 /// Why the latest candidate of a policy was refused.
@@ -55,7 +57,8 @@ pub struct Active {
 pub struct Problem {
     /// `InvalidSpec`, `FetchFailed`, `DigestMismatch`, `LoadFailed`,
     /// `BaseNotFound`, `BaseNotReady`, `BaseCycle`,
-    /// `WorldMismatch`, `CasesFailed`.
+    /// `WorldMismatch`, `CasesFailed`, and the trust refusals
+    /// ([`crate::policy::trust::TRUST_REASONS`]).
     pub reason: &'static str,
     pub message: String,
 }

@@ -41,6 +41,7 @@ fn layer(registry: &PolicyRegistry, name: &str, spec: serde_json::Value) {
         Active {
             policy,
             identity: name.to_string(),
+            verified: None,
         },
     );
 }
@@ -133,6 +134,7 @@ fn loaded(registry: &PolicyRegistry, name: &str, spec: serde_json::Value) {
         Active {
             policy,
             identity: name.to_string(),
+            verified: None,
         },
     );
 }

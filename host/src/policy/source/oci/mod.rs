@@ -39,10 +39,12 @@ use super::MAX_COMPONENT_BYTES;
 
 mod credentials;
 mod errors;
+mod signatures;
 
 pub use credentials::{Credentials, credentials_from_dockerconfigjson};
 pub use errors::OciError;
 use errors::map_error;
+pub use signatures::{push_signature, signatures};
 
 // Not oci-client's `WASM_*` constants: those are the older wasm-to-oci types.
 /// Media type of the manifest's config blob.

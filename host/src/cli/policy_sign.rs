@@ -1,0 +1,113 @@
+//! `radwasm policy sign|verify`: cosign signatures of policy artifacts in
+//! OCI registries, in cosign's own format (`policy/trust/`), so that
+//! `cosign verify --key` accepts what `policy sign` writes and `policy
+//! verify` accepts what `cosign sign --key` writes. Keys are cosign's: a
+//! `cosign generate-key-pair` private key (password from `COSIGN_PASSWORD`)
+//! or a PKCS#8 EC P-256 PEM, and PEM public keys.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::policy_oci::{RegistryArgs, runtime, with_reference};
+use crate::policy::source::oci;
+use crate::policy::trust;
+
+/// The environment variable cosign reads a private key's password from.
+pub const COSIGN_PASSWORD_ENV: &str = "COSIGN_PASSWORD";
+
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// What to sign: `REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`; a tag is
+    /// resolved to its digest, and the digest is what is signed.
+    pub reference: String,
+    /// The private key: cosign's (`cosign generate-key-pair`, password in
+    /// COSIGN_PASSWORD) or a PKCS#8 EC P-256 PEM.
+    #[arg(long)]
+    pub key: PathBuf,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// What to verify: `REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`.
+    pub reference: String,
+    /// A trusted PEM public key (`cosign.pub`); repeatable: a signature by
+    /// any of them is accepted.
+    #[arg(long, required = true)]
+    pub key: Vec<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// `radwasm policy sign <oci-ref> --key <file>`.
+pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
+    let options = args.registry.options()?;
+    let what = args.key.display().to_string();
+    let pem = std::fs::read_to_string(&args.key)
+        .with_context(|| format!("{what}: cannot read the private key"))?;
+    let password = std::env::var(COSIGN_PASSWORD_ENV).ok();
+    let key = trust::signing_key_from_pem(&what, &pem, password.as_deref())?;
+    let runtime = runtime()?;
+    // The digest signed is the one whose content was pulled and checked.
+    let pulled = runtime
+        .block_on(oci::pull(&args.reference, &options))
+        .map_err(|error| with_reference(error, &args.reference))
+        .context("not signed")?;
+    let repository = repository_of(&pulled.reference);
+    let payload = trust::payload(repository, &pulled.digest);
+    let signature = trust::sign(&payload, &key);
+    let stored = runtime
+        .block_on(oci::push_signature(
+            &pulled.reference,
+            &pulled.digest,
+            payload,
+            signature,
+            &options,
+        ))
+        .map_err(|error| with_reference(error, &args.reference))
+        .context("the signature was not stored")?;
+    let public = trust::keys::fingerprint(key.verifying_key());
+    eprintln!("signed {} with key {public}", pulled.reference);
+    println!("{stored}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `radwasm policy verify <oci-ref> --key <file>...`.
+pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let options = args.registry.options()?;
+    let mut keys = Vec::new();
+    for path in &args.key {
+        let what = path.display().to_string();
+        let pem = std::fs::read_to_string(path)
+            .with_context(|| format!("{what}: cannot read the public key"))?;
+        keys.push(trust::public_key_from_pem(&what, &pem)?);
+    }
+    let runtime = runtime()?;
+    let pulled = runtime
+        .block_on(oci::pull(&args.reference, &options))
+        .map_err(|error| match error {
+            oci::OciError::DigestMismatch { .. } => anyhow::Error::new(error)
+                .context(format!("refused (DigestMismatch): {}", args.reference)),
+            other => with_reference(other, &args.reference),
+        })?;
+    let layers = runtime
+        .block_on(oci::signatures(&pulled.reference, &pulled.digest, &options))
+        .map_err(|error| with_reference(error, &args.reference))
+        .context("reading the signatures")?;
+    let verified = trust::verify(&layers, &pulled.digest, &keys)
+        .map_err(|error| anyhow::anyhow!("refused ({}): {error}", error.reason()))?;
+    println!("verified: {}", pulled.reference);
+    println!("key:      {}", verified.key);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `registry/repository` of `registry/repository@sha256:…`.
+fn repository_of(pinned: &str) -> &str {
+    pinned
+        .rsplit_once('@')
+        .map_or(pinned, |(repository, _)| repository)
+}

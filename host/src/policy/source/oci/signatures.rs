@@ -1,0 +1,200 @@
+//! Cosign signatures in the registry (the format is in
+//! `policy/trust/mod.rs`): fetching the signature layers stored for a
+//! manifest digest, and appending one, as `cosign sign` does.
+
+use std::collections::BTreeMap;
+
+use oci_client::Reference;
+use oci_client::manifest::{OciDescriptor, OciImageManifest};
+
+use super::errors::map_error;
+use super::{
+    OCI_MANIFEST_MEDIA_TYPE, OciError, OciOptions, client, parse_reference, registry_auth,
+    sha256_digest,
+};
+use crate::policy::trust::{
+    SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, SignatureLayer, signature_tag,
+};
+
+/// Media type of the (empty image) config of a signature manifest.
+const SIGNATURE_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
+/// A payload is a few hundred bytes; a larger layer is not read.
+const MAX_PAYLOAD_BYTES: i64 = 64 << 10;
+/// More signatures than this under one digest are not read.
+const MAX_SIGNATURES: usize = 64;
+
+/// The signature manifest's reference for `digest` in `reference`'s repository.
+fn signature_reference(parsed: &Reference, digest: &str) -> Reference {
+    Reference::with_tag(
+        parsed.registry().to_string(),
+        parsed.repository().to_string(),
+        signature_tag(digest),
+    )
+}
+
+/// The signature layers stored for manifest `digest` of `reference`'s
+/// repository; none if there is no signature manifest. Each payload is
+/// checked against its layer digest.
+pub async fn signatures(
+    reference: &str,
+    digest: &str,
+    options: &OciOptions,
+) -> Result<Vec<SignatureLayer>, OciError> {
+    let parsed = parse_reference(reference)?;
+    let target = signature_reference(&parsed, digest);
+    let client = client(reference, options)?;
+    let auth = registry_auth(options);
+    let failed = |error| map_error(reference, &parsed, options, error);
+    let manifest = match client
+        .pull_manifest_raw(&target, &auth, &[OCI_MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST])
+        .await
+    {
+        Ok((body, _)) => read_manifest(reference, &body)?,
+        Err(error) => match failed(error) {
+            OciError::NotFound { .. } => return Ok(Vec::new()),
+            other => return Err(other),
+        },
+    };
+    let mut layers = Vec::new();
+    for layer in manifest.layers.iter().take(MAX_SIGNATURES) {
+        if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE {
+            continue;
+        }
+        if layer.size > MAX_PAYLOAD_BYTES || layer.size < 0 {
+            return Err(OciError::Registry {
+                reference: reference.to_string(),
+                detail: format!(
+                    "signature layer {} declares {} bytes; a payload is at most {MAX_PAYLOAD_BYTES}",
+                    layer.digest, layer.size
+                ),
+            });
+        }
+        let mut payload = Vec::new();
+        client
+            .pull_blob(&target, layer, &mut payload)
+            .await
+            .map_err(failed)?;
+        let actual = sha256_digest(&payload);
+        if actual != layer.digest {
+            return Err(OciError::DigestMismatch {
+                expected: layer.digest.clone(),
+                actual,
+            });
+        }
+        layers.push(SignatureLayer {
+            payload,
+            signature: layer
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SIGNATURE_ANNOTATION).cloned()),
+        });
+    }
+    Ok(layers)
+}
+
+/// Docker's manifest media type: older cosign releases wrote it.
+const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+
+fn read_manifest(reference: &str, body: &[u8]) -> Result<OciImageManifest, OciError> {
+    serde_json::from_slice(body).map_err(|error| OciError::Registry {
+        reference: reference.to_string(),
+        detail: format!("the signature manifest cannot be read: {error}"),
+    })
+}
+
+/// Append a signature layer (`payload` with base64 `signature`) to the
+/// signatures of `digest` in `reference`'s repository, keeping those there
+/// (as `cosign sign` does). Returns the signature manifest's reference.
+pub async fn push_signature(
+    reference: &str,
+    digest: &str,
+    payload: Vec<u8>,
+    signature: String,
+    options: &OciOptions,
+) -> Result<String, OciError> {
+    let parsed = parse_reference(reference)?;
+    let target = signature_reference(&parsed, digest);
+    let client = client(reference, options)?;
+    let auth = registry_auth(options);
+    let failed = |error| map_error(reference, &parsed, options, error);
+    client
+        .auth(&parsed, &auth, oci_client::RegistryOperation::Push)
+        .await
+        .map_err(failed)?;
+    let mut layers: Vec<OciDescriptor> = match client
+        .pull_manifest_raw(&target, &auth, &[OCI_MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST])
+        .await
+    {
+        Ok((body, _)) => read_manifest(reference, &body)?.layers,
+        Err(error) => match failed(error) {
+            OciError::NotFound { .. } => Vec::new(),
+            other => return Err(other),
+        },
+    };
+    let payload_digest = sha256_digest(&payload);
+    let annotations = BTreeMap::from([(SIGNATURE_ANNOTATION.to_string(), signature)]);
+    let already = layers
+        .iter()
+        .any(|l| l.digest == payload_digest && l.annotations.as_ref() == Some(&annotations));
+    if !already {
+        layers.push(OciDescriptor {
+            media_type: SIMPLE_SIGNING_MEDIA_TYPE.to_string(),
+            digest: payload_digest.clone(),
+            size: payload.len() as i64,
+            urls: None,
+            annotations: Some(annotations),
+            artifact_type: None,
+        });
+    }
+    // The config of an image with these layers, as cosign writes it.
+    let config = serde_json::json!({
+        "architecture": "",
+        "created": "0001-01-01T00:00:00Z",
+        "history": [{"created": "0001-01-01T00:00:00Z"}],
+        "os": "",
+        "rootfs": {"type": "layers", "diff_ids": layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>()},
+        "config": {},
+    });
+    let config_bytes = serde_json::to_vec(&config).unwrap_or_default();
+    let config_digest = sha256_digest(&config_bytes);
+    for (data, blob) in [
+        (payload, payload_digest.as_str()),
+        (config_bytes.clone(), config_digest.as_str()),
+    ] {
+        if !client.blob_exists(&target, blob).await.map_err(failed)? {
+            client
+                .push_blob(&target, data, blob)
+                .await
+                .map_err(failed)?;
+        }
+    }
+    let manifest = OciImageManifest {
+        schema_version: 2,
+        media_type: Some(OCI_MANIFEST_MEDIA_TYPE.to_string()),
+        config: OciDescriptor {
+            media_type: SIGNATURE_CONFIG_MEDIA_TYPE.to_string(),
+            digest: config_digest,
+            size: config_bytes.len() as i64,
+            urls: None,
+            annotations: None,
+            artifact_type: None,
+        },
+        layers,
+        subject: None,
+        artifact_type: None,
+        annotations: None,
+    };
+    let body = serde_json::to_vec(&manifest).map_err(|error| OciError::Registry {
+        reference: reference.to_string(),
+        detail: format!("encoding the signature manifest: {error}"),
+    })?;
+    client
+        .push_manifest_raw(
+            &target,
+            body,
+            http::HeaderValue::from_static(OCI_MANIFEST_MEDIA_TYPE),
+        )
+        .await
+        .map_err(failed)?;
+    Ok(target.whole())
+}

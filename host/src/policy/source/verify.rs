@@ -1,0 +1,87 @@
+//! The signature check of a fetched OCI module (`spec.verify`): the trusted
+//! public keys read from a ConfigMap, and the signatures stored for the
+//! artifact's manifest digest checked against them (`policy/trust/`).
+
+use super::{Artifact, Fetcher, SecretRef, SourceError, SourceErrorKind, oci, unavailable};
+use crate::policy::trust::{self, PublicKey, TrustError, Verified};
+
+/// Why a module was not verified: refused for trust, or the signatures
+/// could not be fetched (a registry error: retried like any fetch).
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyFailure {
+    #[error(transparent)]
+    Refused(#[from] TrustError),
+    #[error(transparent)]
+    Fetch(#[from] SourceError),
+}
+
+impl Fetcher {
+    /// The public keys of the ConfigMap `namespace/name`: every `data` key
+    /// is one PEM public key; none, or any that does not parse, refuses all.
+    pub async fn trusted_keys(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<PublicKey>, VerifyFailure> {
+        let what = format!("verify keys ConfigMap {namespace}/{name}");
+        let config_map = match self.config_map(namespace, name, &what).await {
+            Ok(config_map) => config_map,
+            Err(error) if error.detail == "the ConfigMap does not exist" => {
+                return Err(TrustError::KeysMissing {
+                    what,
+                    detail: "the ConfigMap does not exist; no module is trusted without its keys"
+                        .to_string(),
+                }
+                .into());
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let data = config_map.data.unwrap_or_default();
+        if data.is_empty() {
+            return Err(TrustError::KeysMissing {
+                what,
+                detail: "no keys in data (one PEM public key per key, e.g. cosign.pub)".to_string(),
+            }
+            .into());
+        }
+        data.iter()
+            .map(|(key, pem)| {
+                trust::public_key_from_pem(&format!("{namespace}/{name}:{key}"), pem).map_err(
+                    |error| {
+                        TrustError::KeysInvalid {
+                            what: what.clone(),
+                            detail: error.to_string(),
+                        }
+                        .into()
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Check the signatures stored for `artifact` against `keys`.
+    pub async fn verify_artifact(
+        &self,
+        artifact: &Artifact,
+        pull_secret: Option<&SecretRef>,
+        keys: &[PublicKey],
+    ) -> Result<Verified, VerifyFailure> {
+        let auth = match pull_secret {
+            Some(secret) => self.credentials(secret, &artifact.reference).await?,
+            None => None,
+        };
+        let options = self.oci_options(auth);
+        let what = format!("signatures of {}", artifact.reference);
+        let layers = oci::signatures(&artifact.reference, &artifact.digest, &options)
+            .await
+            .map_err(|error| match error {
+                oci::OciError::DigestMismatch { .. } => SourceError {
+                    kind: SourceErrorKind::DigestMismatch,
+                    what: what.clone(),
+                    detail: error.to_string(),
+                },
+                error => unavailable(&what, error.to_string()),
+            })?;
+        Ok(trust::verify(&layers, &artifact.digest, keys)?)
+    }
+}

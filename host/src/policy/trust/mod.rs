@@ -1,0 +1,316 @@
+//! Trust in policy modules: cosign signatures over OCI artifacts, checked
+//! offline with public keys, before a module decides anything.
+//!
+//! The format is cosign's for OCI artifacts (cosign v2's default, without a
+//! transparency log): the signatures of the manifest `sha256:<hex>` are the
+//! layers of the manifest tagged `sha256-<hex>.sig` in the same repository.
+//! Each layer (media type [`SIMPLE_SIGNING_MEDIA_TYPE`]) is a simple-signing
+//! payload naming the signed manifest digest
+//! (`critical.image.docker-manifest-digest`), and its annotation
+//! [`SIGNATURE_ANNOTATION`] is the base64 ECDSA P-256 signature (ASN.1 DER)
+//! of the payload's SHA-256. [`verify`] accepts a digest only if a payload
+//! names exactly that digest and is signed by one of the keys given.
+//!
+//! Not the `sigstore` crate, which Kubewarden uses: sigstore 0.15 refuses to
+//! build (`compile_error!`) unless its `native-tls` (OpenSSL) or `rustls-tls`
+//! (aws-lc-rs) feature picks a crypto backend, and this repository builds
+//! with rustls on ring and neither OpenSSL nor aws-lc. The primitives are
+//! RustCrypto's (`p256` ECDSA, `sha2`, `scrypt`, `crypto_secretbox`); the
+//! registry side is `oci-client` (`source/oci/signatures.rs`).
+
+pub mod keys;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use p256::ecdsa::signature::{Signer, Verifier};
+use p256::ecdsa::{DerSignature, Signature, SigningKey};
+use serde::{Deserialize, Serialize};
+
+pub use keys::{KeyError, PublicKey, public_key_from_pem, signing_key_from_pem};
+
+/// Media type of a signature layer (a simple-signing payload).
+pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// The layer annotation holding the base64 signature of the payload.
+pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+/// `critical.type` of a cosign payload.
+pub const PAYLOAD_TYPE: &str = "cosign container image signature";
+
+/// The tag under which the signatures of manifest `digest` (`sha256:<hex>`)
+/// are stored: `sha256-<hex>.sig`.
+pub fn signature_tag(digest: &str) -> String {
+    format!("{}.sig", digest.replacen(':', "-", 1))
+}
+
+/// One signature layer as fetched: the payload bytes (already checked
+/// against the layer digest) and the signature annotation, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureLayer {
+    pub payload: Vec<u8>,
+    pub signature: Option<String>,
+}
+
+/// A digest that verified, and with which key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// The manifest digest, `sha256:…`.
+    pub digest: String,
+    /// The key that verified it: name and fingerprint.
+    pub key: String,
+}
+
+/// Why a module was refused. Each variant is its own status reason
+/// ([`TrustError::reason`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrustError {
+    #[error(
+        "{digest} is not signed: no cosign signature at tag {tag} (sign it with `cosign sign \
+         --key` or `radwasm policy sign --key`)"
+    )]
+    Unsigned { digest: String, tag: String },
+    #[error(
+        "{digest} is signed ({count} signature{}), but by none of the trusted keys ({keys})",
+        if *count == 1 { "" } else { "s" }
+    )]
+    UnknownKey {
+        digest: String,
+        count: usize,
+        keys: String,
+    },
+    #[error(
+        "the signature stored for {digest} was made by {key} for another digest ({signed}); \
+         a signature is valid only for the digest it names"
+    )]
+    OtherDigest {
+        digest: String,
+        signed: String,
+        key: String,
+    },
+    #[error("{what}: {detail}")]
+    KeysMissing { what: String, detail: String },
+    #[error("{what}: {detail}")]
+    KeysInvalid { what: String, detail: String },
+    #[error(
+        "{source_name}: the controller runs with --require-signatures and this policy has no \
+         spec.verify; a module from a registry or a URL must be signed"
+    )]
+    Required { source_name: String },
+}
+
+impl TrustError {
+    /// The `Ready` condition's reason, the Event's reason and the metric's
+    /// `reason` label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            TrustError::Unsigned { .. } => "SignatureMissing",
+            TrustError::UnknownKey { .. } => "SignatureUntrusted",
+            TrustError::OtherDigest { .. } => "SignatureDigestMismatch",
+            TrustError::KeysMissing { .. } => "VerifyKeysMissing",
+            TrustError::KeysInvalid { .. } => "VerifyKeysInvalid",
+            TrustError::Required { .. } => "SignatureRequired",
+        }
+    }
+}
+
+/// The reasons of refusals for trust (verification), which leave a
+/// running version deciding but make the policy `Ready=False`.
+pub const TRUST_REASONS: &[&str] = &[
+    "SignatureMissing",
+    "SignatureUntrusted",
+    "SignatureDigestMismatch",
+    "VerifyKeysMissing",
+    "VerifyKeysInvalid",
+    "SignatureRequired",
+    "DigestMismatch",
+];
+
+/// cosign's simple-signing payload.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Payload {
+    pub critical: Critical,
+    pub optional: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Critical {
+    pub identity: Identity,
+    pub image: Image,
+    #[serde(rename = "type")]
+    pub type_: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Identity {
+    #[serde(rename = "docker-reference")]
+    pub docker_reference: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Image {
+    #[serde(rename = "docker-manifest-digest")]
+    pub docker_manifest_digest: String,
+}
+
+/// The payload cosign signs for `repository` (`registry/repository`) at
+/// `digest`, in cosign's field order.
+pub fn payload(repository: &str, digest: &str) -> Vec<u8> {
+    let payload = Payload {
+        critical: Critical {
+            identity: Identity {
+                docker_reference: repository.to_string(),
+            },
+            image: Image {
+                docker_manifest_digest: digest.to_string(),
+            },
+            type_: PAYLOAD_TYPE.to_string(),
+        },
+        optional: None,
+    };
+    // Serialising plain strings cannot fail.
+    serde_json::to_vec(&payload).unwrap_or_default()
+}
+
+/// A signature layer for `payload`, signed with `key`: the base64 ASN.1
+/// DER ECDSA signature cosign writes.
+pub fn sign(payload: &[u8], key: &SigningKey) -> String {
+    let signature: DerSignature = key.sign(payload);
+    STANDARD.encode(signature.as_bytes())
+}
+
+/// Accept `digest` if one of `layers` names it and is signed by one of
+/// `keys`; otherwise say precisely why not.
+pub fn verify(
+    layers: &[SignatureLayer],
+    digest: &str,
+    keys: &[PublicKey],
+) -> Result<Verified, TrustError> {
+    let mut other_digest = None;
+    for layer in layers {
+        let Some(signature) = layer.signature.as_deref().and_then(decode_signature) else {
+            continue;
+        };
+        for key in keys {
+            if key.key.verify(&layer.payload, &signature).is_err() {
+                continue;
+            }
+            let signed = serde_json::from_slice::<Payload>(&layer.payload)
+                .ok()
+                .filter(|p| p.critical.type_ == PAYLOAD_TYPE)
+                .map(|p| p.critical.image.docker_manifest_digest);
+            match signed {
+                Some(signed) if signed == digest => {
+                    return Ok(Verified {
+                        digest: digest.to_string(),
+                        key: key.describe(),
+                    });
+                }
+                signed => {
+                    other_digest = Some((
+                        signed.unwrap_or_else(|| "a payload that names no digest".to_string()),
+                        key.describe(),
+                    ))
+                }
+            }
+        }
+    }
+    if let Some((signed, key)) = other_digest {
+        return Err(TrustError::OtherDigest {
+            digest: digest.to_string(),
+            signed,
+            key,
+        });
+    }
+    if layers.is_empty() {
+        return Err(TrustError::Unsigned {
+            digest: digest.to_string(),
+            tag: signature_tag(digest),
+        });
+    }
+    Err(TrustError::UnknownKey {
+        digest: digest.to_string(),
+        count: layers.len(),
+        keys: keys
+            .iter()
+            .map(PublicKey::describe)
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
+/// A base64 signature: ASN.1 DER (cosign's), or the fixed 64-byte form.
+fn decode_signature(text: &str) -> Option<Signature> {
+    let bytes = STANDARD.decode(text.trim()).ok()?;
+    Signature::from_der(&bytes)
+        .or_else(|_| Signature::from_slice(&bytes))
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const OTHER: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    fn key(seed: u8) -> (SigningKey, PublicKey) {
+        let signing = SigningKey::from_slice(&[seed; 32]).expect("key");
+        let public = PublicKey {
+            name: format!("key{seed}"),
+            fingerprint: keys::fingerprint(signing.verifying_key()),
+            key: *signing.verifying_key(),
+        };
+        (signing, public)
+    }
+
+    fn layer(digest: &str, key: &SigningKey) -> SignatureLayer {
+        let payload = payload("127.0.0.1:5000/p", digest);
+        SignatureLayer {
+            signature: Some(sign(&payload, key)),
+            payload,
+        }
+    }
+
+    #[test]
+    fn a_digest_verifies_with_any_trusted_key_that_signed_it() {
+        let (old, old_pub) = key(1);
+        let (_, new_pub) = key(2);
+        let verified = verify(&[layer(DIGEST, &old)], DIGEST, &[new_pub, old_pub]).expect("ok");
+        assert_eq!(verified.digest, DIGEST);
+        assert!(
+            verified.key.starts_with("key1 (sha256:"),
+            "{}",
+            verified.key
+        );
+    }
+
+    #[test]
+    fn each_refusal_has_its_own_reason() {
+        let (signer, signer_pub) = key(1);
+        let (_, stranger_pub) = key(2);
+        let unsigned = verify(&[], DIGEST, std::slice::from_ref(&signer_pub)).unwrap_err();
+        assert_eq!(unsigned.reason(), "SignatureMissing");
+        assert!(unsigned.to_string().contains(&signature_tag(DIGEST)));
+        let unknown = verify(&[layer(DIGEST, &signer)], DIGEST, &[stranger_pub]).unwrap_err();
+        assert_eq!(unknown.reason(), "SignatureUntrusted");
+        let other = verify(&[layer(OTHER, &signer)], DIGEST, &[signer_pub.clone()]).unwrap_err();
+        assert_eq!(other.reason(), "SignatureDigestMismatch");
+        assert!(other.to_string().contains(OTHER), "{other}");
+        let mut tampered = layer(DIGEST, &signer);
+        tampered.payload = payload("127.0.0.1:5000/q", DIGEST);
+        let refused = verify(&[tampered], DIGEST, &[signer_pub]).unwrap_err();
+        assert_eq!(refused.reason(), "SignatureUntrusted");
+    }
+
+    #[test]
+    fn the_payload_and_tag_are_cosigns() {
+        assert_eq!(
+            String::from_utf8(payload("r.example/p", DIGEST)).expect("utf8"),
+            format!(
+                "{{\"critical\":{{\"identity\":{{\"docker-reference\":\"r.example/p\"}},\"image\":{{\"docker-manifest-digest\":\"{DIGEST}\"}},\"type\":\"cosign container image signature\"}},\"optional\":null}}"
+            )
+        );
+        assert_eq!(
+            signature_tag(DIGEST),
+            format!("sha256-{}.sig", &DIGEST[7..])
+        );
+    }
+}
