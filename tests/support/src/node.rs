@@ -101,9 +101,17 @@ fn node_sh(args: &[&str]) -> Result<Output> {
 }
 
 static SHARED: OnceLock<std::result::Result<Node, String>> = OnceLock::new();
-/// What the exit handler needs: the node's admin kubeconfig, the control
-/// plane's pids and dir, and whether to keep the dir.
-static SHARED_CLEANUP: Mutex<Option<(PathBuf, Vec<u32>, PathBuf, bool)>> = Mutex::new(None);
+/// What the exit handler needs.
+struct Cleanup {
+    /// The node's admin kubeconfig (to drain it).
+    kubeconfig: PathBuf,
+    /// The control plane's processes.
+    pids: Vec<u32>,
+    /// The control plane's temp dir, and whether to keep it.
+    dir: PathBuf,
+    keep: bool,
+}
+static SHARED_CLEANUP: Mutex<Option<Cleanup>> = Mutex::new(None);
 
 /// The node shared by this process's tests, brought up on the first call,
 /// with the controller image built from `radwasm_binary` (the first caller's
@@ -219,12 +227,12 @@ async fn bring_up(binary: &Path) -> Result<(Node, RealCluster)> {
         )
         .context("record the control plane's dir in /run/radwasm-node")?;
         if let Ok(mut cleanup) = SHARED_CLEANUP.lock() {
-            *cleanup = Some((
-                handle.kubeconfig.clone(),
-                cluster.pids(),
-                handle.dir.clone(),
-                std::env::var(realkube::KEEP_ENV).is_ok_and(|v| v == "1"),
-            ));
+            *cleanup = Some(Cleanup {
+                kubeconfig: handle.kubeconfig.clone(),
+                pids: cluster.pids(),
+                dir: handle.dir.clone(),
+                keep: std::env::var(realkube::KEEP_ENV).is_ok_and(|v| v == "1"),
+            });
         }
         // SAFETY: registers a plain `extern "C" fn` with no arguments.
         unsafe {
@@ -325,7 +333,12 @@ fn spawn_watchdog() -> Result<()> {
 /// At process exit: stop the pods through kubelet, `node.sh down`, then
 /// the control plane.
 extern "C" fn stop_shared_node() {
-    let Some((kubeconfig, pids, dir, keep)) = SHARED_CLEANUP.lock().ok().and_then(|mut c| c.take())
+    let Some(Cleanup {
+        kubeconfig,
+        pids,
+        dir,
+        keep,
+    }) = SHARED_CLEANUP.lock().ok().and_then(|mut c| c.take())
     else {
         return;
     };
