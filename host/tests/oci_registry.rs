@@ -753,3 +753,7 @@ async fn a_plain_http_registry_not_listed_as_insecure_says_so() {
     let message = error.to_string();
     assert!(message.contains("insecure registry"), "{message}");
 }
+
+// `radwasm policy sign|verify` with the real cosign, both ways.
+#[path = "oci_registry/signatures.rs"]
+mod signatures;
