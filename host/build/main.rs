@@ -35,6 +35,7 @@ const CORE_GUESTS: &[&str] = &[
     "image-tag-guardrail",
     "annotation-canary",
     "team-label-layer",
+    "keep-data-stores",
 ];
 /// Guests built again with a cargo feature, into their own target
 /// directory (so the two builds of one crate never overwrite each other's

@@ -68,7 +68,7 @@ fn a_layer_loads_over_the_built_in_default_policy() {
     assert!(layer.is_layer());
     assert_eq!(
         layer.worlds().to_string(),
-        "world radapp:policy/layer@0.4.0"
+        "world radapp:policy/layer@0.5.0"
     );
     let base = layer.base().expect("a layer has a base");
     assert_eq!(base.description().name, "default");
@@ -191,7 +191,7 @@ fn a_layer_linked_over_the_default_decides_as_the_host_stacks_it() {
     assert!(!linked.is_layer());
     assert_eq!(
         linked.worlds().to_string(),
-        "world radapp:policy/policy@0.4.0"
+        "world radapp:policy/policy@0.5.0"
     );
     assert_eq!(linked.stack().len(), 1, "{:?}", linked.stack());
     assert!(passes_cases(&linked, &repository().join("guests/team-label-layer/cases")) >= 6);
@@ -257,4 +257,114 @@ fn a_decision_record_of_a_layer_holds_the_plan_below_it() {
     assert!(line.contains("\"below\":[{\"policy\":\"default@"), "{line}");
     let back: DecisionRecord = serde_json::from_str(&line).expect("reads back");
     assert_eq!(back, record);
+}
+
+fn keep_data_stores(engine: &PolicyEngine) -> LoadedPolicy {
+    engine
+        .load_file(&guest("keep-data-stores"))
+        .expect("the layer loads")
+}
+
+fn contract_0_4(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contract-0.4")
+        .join(format!("{name}.wasm"))
+}
+
+/// The first case of `keep-data-stores`: a template being deleted that
+/// owns a container and a data store.
+fn deleting_with_a_data_store() -> Observation {
+    let case = repository().join(
+        "guests/keep-data-stores/cases/01-deletion-detaches-the-data-store-and-deletes-the-container.json",
+    );
+    radwasm_policy_model::cases::load_case(&case)
+        .expect("case")
+        .case
+        .observation
+}
+
+#[test]
+fn a_layer_has_its_base_detach_the_data_stores_it_keeps() {
+    let engine = engine();
+    let layer = keep_data_stores(&engine);
+    assert_eq!(
+        layer.worlds().to_string(),
+        "world radapp:policy/layer@0.5.0"
+    );
+    let passed = passes_cases(&layer, &repository().join("guests/keep-data-stores/cases"));
+    assert!(passed >= 3, "{passed} cases");
+    let decision = layer
+        .decide(&deleting_with_a_data_store())
+        .expect("decides");
+    use radwasm_policy_model::{Plan, TemplateAction};
+    let (Plan::DeploymentTemplate(plan), Plan::DeploymentTemplate(below)) =
+        (&decision.plan, &decision.below[0].plan)
+    else {
+        panic!("template plans");
+    };
+    // The base deleted both; the layer turned the data store's into a detach.
+    assert!(
+        below
+            .actions
+            .contains(&TemplateAction::DeleteResource("cache".into()))
+    );
+    assert!(
+        plan.actions
+            .contains(&TemplateAction::DetachResource("cache".into()))
+    );
+    assert!(
+        plan.actions
+            .contains(&TemplateAction::DeleteResource("frontend".into()))
+    );
+    assert!(!plan.actions.contains(&TemplateAction::RemoveFinalizer));
+}
+
+#[test]
+fn guests_built_against_contract_0_4_load_and_decide_as_before() {
+    let engine = engine();
+    let default = engine
+        .load_file(&contract_0_4("default-policy"))
+        .expect("a 0.4 policy loads");
+    assert_eq!(
+        default.worlds().to_string(),
+        "world radapp:policy/policy@0.4.0"
+    );
+    let passed = passes_cases(&default, &repository().join("guests/default-policy/cases"));
+    assert!(passed >= 100, "{passed} cases");
+
+    let layer = engine
+        .load_file(&contract_0_4("team-label-layer"))
+        .expect("a 0.4 layer loads");
+    assert_eq!(
+        layer.worlds().to_string(),
+        "world radapp:policy/layer@0.4.0"
+    );
+    let passed = passes_cases(&layer, &repository().join("guests/team-label-layer/cases"));
+    assert!(passed >= 6, "{passed} cases");
+}
+
+#[test]
+fn a_0_4_layer_is_never_shown_a_detach_it_cannot_read() {
+    // Shown as a `delete-resource`, a detach would come back from a 0.4
+    // layer as a deletion: the stack fails instead, naming the action.
+    let engine = engine();
+    let old = engine
+        .load_file(&contract_0_4("team-label-layer"))
+        .expect("a 0.4 layer loads");
+    let stacked = old.on_base(keep_data_stores(&engine));
+    let mut observation = deleting_with_a_data_store();
+    if let Observation::DeploymentTemplate(template) = &mut observation {
+        template.meta.labels.insert("team".into(), "a".into());
+    }
+    match stacked.decide(&observation) {
+        Err(DecisionError::Policy { error, .. }) => {
+            assert_eq!(error.code, "BaseNotShowable");
+            assert!(
+                error.message.contains("detachResource cache"),
+                "{}",
+                error.message
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
 }

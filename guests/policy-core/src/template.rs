@@ -2,6 +2,7 @@
 //! and delete, with what running Radius taught (no redeploy without change, empty
 //! output means "remove everything", `ReadyPendingCleanup`, safe delete order).
 
+use radwasm_policy_model::annotations::deletion_tally;
 use radwasm_policy_model::scope::parse_resource_id;
 use radwasm_policy_model::{
     ConditionStatus, CreateResource, EventType, OperationKind, OperationResult, OwnedResource,
@@ -1067,8 +1068,17 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
             }
         }
         plan.push(TemplateAction::RemoveFinalizer);
-        let message = match mode {
-            ReconcileMode::Manage => "all resources deleted".to_string(),
+        let tally = deletion_tally(&observation.meta.annotations);
+        let message = match (mode, tally) {
+            (ReconcileMode::Manage, Some(tally)) if tally.kept > 0 => format!(
+                "{} deleted, {} kept in Radius (detached by the policy)",
+                resources(tally.deleted),
+                tally.kept
+            ),
+            (ReconcileMode::Manage, Some(tally)) => {
+                format!("all resources deleted ({})", resources(tally.deleted))
+            }
+            (ReconcileMode::Manage, None) => "all resources deleted".to_string(),
             _ => format!(
                 "detached: Radius resources left in place ({})",
                 mode_name(mode)
@@ -1117,6 +1127,14 @@ fn delete(observation: &TemplateObservation, mode: ReconcileMode, plan: &mut Tem
 
 /// A template's status message while its resources are deleted.
 pub const DELETING_MESSAGE: &str = "deleting its resources";
+
+/// "1 resource", "3 resources".
+fn resources(count: u32) -> String {
+    match count {
+        1 => "1 resource".to_string(),
+        _ => format!("{count} resources"),
+    }
+}
 
 fn mode_name(mode: ReconcileMode) -> &'static str {
     match mode {

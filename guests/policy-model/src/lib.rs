@@ -43,6 +43,30 @@ pub mod annotations {
     /// What a template does when resources it deployed are found missing in
     /// Radius: `redeploy` (default) or `report`.
     pub const DRIFT: &str = "radapp.io/drift";
+    /// Kept by the host on a template being deleted: how many of its
+    /// `DeploymentResource`s its plans deleted and detached so far, as
+    /// `{"deleted":N,"kept":M}`. A policy reads it with [`deletion_tally`]
+    /// to say, when the template goes, what became of its resources.
+    pub const DELETION_TALLY: &str = "radwasm.io/deletion-tally";
+
+    /// What a template's deletion did to its `DeploymentResource`s so far.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    pub struct DeletionTally {
+        /// Deleted with `deleteResource` (their Radius resources deleted,
+        /// unless their own policy left them).
+        pub deleted: u32,
+        /// Released with `detachResource` (their Radius resources kept).
+        pub kept: u32,
+    }
+
+    /// The template's [`DELETION_TALLY`]; `None` if absent or unreadable.
+    pub fn deletion_tally(
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Option<DeletionTally> {
+        annotations
+            .get(DELETION_TALLY)
+            .and_then(|text| serde_json::from_str(text).ok())
+    }
 
     /// The template names listed in `radapp.io/depends-on`, trimmed, without
     /// empties or duplicates, in the order written; entries that are not
@@ -391,6 +415,12 @@ model! {
         StartDeployment(StartDeployment),
         CreateResource(CreateResource),
         DeleteResource(String),
+        /// Release the owned `DeploymentResource` of this name, keeping its
+        /// Radius resource: the host marks it
+        /// `radapp.io/reconcile-policy: detach-on-delete` and deletes it, so
+        /// its own policy removes it without a DELETE in Radius. A layer puts
+        /// it where its base planned `DeleteResource` for that name.
+        DetachResource(String),
         /// Delete a deployment record (an id from `deployments`) in Radius.
         DeleteDeployment(String),
         SetStatus(TemplateStatusUpdate),

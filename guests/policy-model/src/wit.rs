@@ -6,14 +6,14 @@
 //! [`wit_conversions!`](crate::wit_conversions) writes it once: invoked in a
 //! module where the generated interfaces are in scope under short names, it
 //! defines plain conversion functions in that module, for contract version
-//! `v0_4` (current) or `v0_3` (both directions) or `v0_2` / `v0_1` (what a host needs
+//! `v0_5` (current), `v0_4` or `v0_3` (both directions) or `v0_2` / `v0_1` (what a host needs
 //! to drive a guest built against an older contract: observations to WIT,
 //! plans from WIT).
 //!
 //! ```ignore
 //! use crate::bindings::exports::radapp::policy::metadata;
 //! use crate::bindings::radapp::policy::{resource_types as rp, template_types as tp, types as wit};
-//! radwasm_policy_model::wit_conversions!(v0_4; types = wit, metadata = metadata, template = tp, resource = rp);
+//! radwasm_policy_model::wit_conversions!(v0_5; types = wit, metadata = metadata, template = tp, resource = rp);
 //! ```
 //!
 //! Fields a version lacks are dropped going to WIT. A refused request is
@@ -27,6 +27,15 @@
 /// module documentation of `radwasm_policy_model::wit`.
 #[macro_export]
 macro_rules! wit_conversions {
+    // 0.5 added one template action (`detach-resource`); the rest is 0.3's.
+    (v0_5; types = $wit:ident, metadata = $md:ident, template = $tp:ident, resource = $rp:ident) => {
+        $crate::wit_conversions!(@common $wit, $md, $tp, $rp);
+        $crate::wit_conversions!(@observations_to_wit $wit, $md, $tp, $rp, v0_3);
+        $crate::wit_conversions!(@plans_to_wit $wit, $md, $tp, $rp, v0_5);
+        $crate::wit_conversions!(@observations_from_wit $wit, $md, $tp, $rp);
+        $crate::wit_conversions!(@plans_from_wit $wit, $md, $tp, $rp, v0_5);
+        $crate::wit_conversions!(@meta_from_wit $wit, $md, $tp, $rp);
+    };
     // 0.4 moved each kind's records, unchanged, into type-only interfaces
     // (`template-types`, `resource-types`): the mapping is 0.3's.
     (v0_4; types = $wit:ident, metadata = $md:ident, template = $tp:ident, resource = $rp:ident) => {
@@ -207,7 +216,7 @@ macro_rules! wit_conversions {
 
     (@to_wit $wit:ident, $md:ident, $tp:ident, $rp:ident, v0_3) => {
         $crate::wit_conversions!(@observations_to_wit $wit, $md, $tp, $rp, v0_3);
-        $crate::wit_conversions!(@plans_to_wit $wit, $md, $tp, $rp);
+        $crate::wit_conversions!(@plans_to_wit $wit, $md, $tp, $rp, v0_3);
     };
     (@from_wit $wit:ident, $md:ident, $tp:ident, $rp:ident, v0_3) => {
         $crate::wit_conversions!(@observations_from_wit $wit, $md, $tp, $rp);
@@ -573,6 +582,29 @@ macro_rules! wit_conversions {
         }
     };
 
+    (@template_action_from_wit_newer $tp:ident, v0_5) => {
+        #[allow(dead_code)]
+        fn template_action_from_wit_newer(action: $tp::TemplateAction) -> $crate::TemplateAction {
+            match action {
+                $tp::TemplateAction::DeleteDeployment(id) => {
+                    $crate::TemplateAction::DeleteDeployment(id)
+                }
+                $tp::TemplateAction::DetachResource(name) => {
+                    $crate::TemplateAction::DetachResource(name)
+                }
+                _ => unreachable!("older actions are converted by template_action_from_wit"),
+            }
+        }
+    };
+    (@detach_to_wit $tp:ident, v0_5, $name:ident) => {
+        $tp::TemplateAction::DetachResource($name)
+    };
+    (@detach_to_wit $tp:ident, v0_3, $name:ident) => {
+        return Err(format!(
+            "detachResource {}: contract 0.5 has the detach-resource action, this version does not",
+            $name
+        ))
+    };
     (@template_action_from_wit_newer $tp:ident, v0_3) => {
         $crate::wit_conversions!(@template_action_from_wit_newer $tp, v0_2);
     };
@@ -676,14 +708,16 @@ macro_rules! wit_conversions {
             $crate::ResourcePlan { actions }
         }
     };
-    (@plans_to_wit $wit:ident, $md:ident, $tp:ident, $rp:ident) => {
-        /// A template plan in WIT form.
+    (@plans_to_wit $wit:ident, $md:ident, $tp:ident, $rp:ident, $v:ident) => {
+        /// A template plan in WIT form; `Err` names an action this
+        /// contract version cannot carry (`detach-resource`, added after it).
         #[allow(dead_code)]
-        pub fn template_plan_to_wit(plan: $crate::TemplatePlan) -> $tp::TemplatePlan {
-            let actions = plan
-                .actions
-                .into_iter()
-                .map(|action| match action {
+        pub fn template_plan_to_wit(
+            plan: $crate::TemplatePlan,
+        ) -> ::core::result::Result<$tp::TemplatePlan, String> {
+            let mut actions = Vec::with_capacity(plan.actions.len());
+            for action in plan.actions {
+                actions.push(match action {
                     $crate::TemplateAction::AddFinalizer => $tp::TemplateAction::AddFinalizer,
                     $crate::TemplateAction::RemoveFinalizer => $tp::TemplateAction::RemoveFinalizer,
                     $crate::TemplateAction::EnsureResourceGroup(scope) => {
@@ -704,6 +738,9 @@ macro_rules! wit_conversions {
                     $crate::TemplateAction::DeleteResource(name) => {
                         $tp::TemplateAction::DeleteResource(name)
                     }
+                    $crate::TemplateAction::DetachResource(name) => {
+                        $crate::wit_conversions!(@detach_to_wit $tp, $v, name)
+                    }
                     $crate::TemplateAction::DeleteDeployment(id) => {
                         $tp::TemplateAction::DeleteDeployment(id)
                     }
@@ -722,9 +759,9 @@ macro_rules! wit_conversions {
                         $tp::TemplateAction::EmitEvent(event_to_wit(event))
                     }
                     $crate::TemplateAction::RequeueAfter(ms) => $tp::TemplateAction::RequeueAfter(ms),
-                })
-                .collect();
-            $tp::TemplatePlan { actions }
+                });
+            }
+            Ok($tp::TemplatePlan { actions })
         }
 
         /// A resource plan in WIT form.

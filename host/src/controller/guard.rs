@@ -137,7 +137,7 @@ pub fn check_template_plan(
                     return Err(violation(index, action, format!("radius id: {error}")));
                 }
             }
-            TemplateAction::DeleteResource(name) => {
+            TemplateAction::DeleteResource(name) | TemplateAction::DetachResource(name) => {
                 if !observation
                     .owned_resources
                     .iter()

@@ -3,7 +3,25 @@
 //! written once, in `radwasm_policy_model::wit_conversions!`, which the guest
 //! SDK uses too.
 
-/// Contract 0.4 (current): policies and layers.
+/// Contract 0.5 (current): policies and layers; layers may detach.
+pub mod v0_5 {
+    use super::super::bindings::v0_5::exports::radapp::policy::metadata;
+    use super::super::bindings::v0_5::radapp::policy::{
+        resource_types as rp, template_types as tp, types as wit,
+    };
+
+    radwasm_policy_model::wit_conversions!(v0_5; types = wit, metadata = metadata, template = tp, resource = rp);
+
+    /// A resource plan shown to a layer as its base (every resource action
+    /// exists in this version).
+    pub fn resource_base_to_wit(
+        plan: radwasm_policy_model::ResourcePlan,
+    ) -> Result<rp::ResourcePlan, String> {
+        Ok(resource_plan_to_wit(plan))
+    }
+}
+
+/// Contract 0.4: policies and layers.
 pub mod v0_4 {
     use super::super::bindings::v0_4::exports::radapp::policy::metadata;
     use super::super::bindings::v0_4::radapp::policy::{
@@ -11,6 +29,14 @@ pub mod v0_4 {
     };
 
     radwasm_policy_model::wit_conversions!(v0_4; types = wit, metadata = metadata, template = tp, resource = rp);
+
+    /// A resource plan shown to a layer as its base (every resource action
+    /// exists in this version).
+    pub fn resource_base_to_wit(
+        plan: radwasm_policy_model::ResourcePlan,
+    ) -> Result<rp::ResourcePlan, String> {
+        Ok(resource_plan_to_wit(plan))
+    }
 }
 
 /// Contract 0.3: what a host needs to drive a guest built against it.
@@ -160,8 +186,9 @@ mod tests {
                 model::TemplateAction::RequeueAfter(5),
             ],
         };
-        let back =
-            super::v0_4::template_plan_from_wit(super::v0_4::template_plan_to_wit(plan.clone()));
+        let back = super::v0_4::template_plan_from_wit(
+            super::v0_4::template_plan_to_wit(plan.clone()).expect("0.4 has these actions"),
+        );
         assert_eq!(back, plan);
 
         let plan = model::ResourcePlan {

@@ -10,12 +10,14 @@ use wasmtime::component::Component;
 /// The contract package.
 pub const PACKAGE: &str = "radapp:policy";
 /// The contract version guests are built against today (`wit/policy.wit`).
-pub const VERSION: &str = "0.4.0";
+pub const VERSION: &str = "0.5.0";
 
 /// A contract version this host loads guests of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contract {
-    /// `wit/policy.wit`: policies and layers.
+    /// `wit/policy.wit`: policies and layers; a layer may detach.
+    V0_5,
+    /// `wit/v0.4/policy.wit`: policies and layers.
     V0_4,
     /// `wit/v0.3/policy.wit`.
     V0_3,
@@ -27,7 +29,8 @@ pub enum Contract {
 
 impl Contract {
     /// Every version loaded, newest first.
-    pub const ALL: [Contract; 4] = [
+    pub const ALL: [Contract; 5] = [
+        Contract::V0_5,
         Contract::V0_4,
         Contract::V0_3,
         Contract::V0_2,
@@ -36,6 +39,7 @@ impl Contract {
 
     pub fn version(self) -> &'static str {
         match self {
+            Contract::V0_5 => "0.5.0",
             Contract::V0_4 => "0.4.0",
             Contract::V0_3 => "0.3.0",
             Contract::V0_2 => "0.2.0",
@@ -182,7 +186,7 @@ fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadEr
                 .iter()
                 .any(|name| name == &qualified(METADATA, contract.version()))
         })
-        .unwrap_or(Contract::V0_4);
+        .unwrap_or(Contract::V0_5);
     let version = contract.version();
     let qualified = |interface: &str| qualified(interface, version);
     let has = |interface: &str| exports.iter().any(|name| name == &qualified(interface));
@@ -412,7 +416,7 @@ mod tests {
         );
         assert!(
             message.contains(
-                "this host implements radapp:policy@0.4.0, radapp:policy@0.3.0, radapp:policy@0.2.0 and radapp:policy@0.1.0"
+                "this host implements radapp:policy@0.5.0, radapp:policy@0.4.0, radapp:policy@0.3.0, radapp:policy@0.2.0 and radapp:policy@0.1.0"
             ),
             "{message}"
         );
@@ -429,12 +433,12 @@ mod tests {
 
     #[test]
     fn a_guest_without_describe_is_told_what_is_missing() {
-        let error = check_exports("p.wasm", &names(&["radapp:policy/template-policy@0.4.0"]))
+        let error = check_exports("p.wasm", &names(&["radapp:policy/template-policy@0.5.0"]))
             .expect_err("metadata is required");
         assert!(
             error
                 .to_string()
-                .contains("does not export radapp:policy/metadata@0.4.0"),
+                .contains("does not export radapp:policy/metadata@0.5.0"),
             "{error}"
         );
     }

@@ -11,6 +11,7 @@
 //! Events (`events.rs`) each have a file.
 
 use kube::ResourceExt;
+use radwasm_policy_model::annotations::DeletionTally;
 use radwasm_policy_model::{
     RESOURCE_FINALIZER, ResourceAction, ResourceObservation, TEMPLATE_FINALIZER, TemplateAction,
     TemplateObservation,
@@ -32,7 +33,9 @@ mod resources;
 use deployment::{Deployment, Started, delete_deployment, deployment_id, start_deployment};
 pub use events::emit;
 pub(crate) use resources::truncate_label;
-use resources::{create_resource, delete_resource, start_radius_delete};
+use resources::{
+    create_resource, delete_resource, detach_resource, record_tally, start_radius_delete,
+};
 
 /// Carry out a template plan.
 pub async fn template_plan(
@@ -51,6 +54,7 @@ pub async fn template_plan(
     let mut deployments = observation.deployments.clone();
     let mut executed = Executed::default();
     let mut finalizer_removed = false;
+    let mut tally = DeletionTally::default();
     // The object's version on the server as far as this plan knows: the one
     // decided on, or the one our finalizer write made.
     let mut version = object.resource_version();
@@ -147,7 +151,14 @@ pub async fn template_plan(
                 }
             }
             TemplateAction::CreateResource(create) => create_resource(ctx, object, create).await?,
-            TemplateAction::DeleteResource(name) => delete_resource(ctx, object, name).await?,
+            TemplateAction::DeleteResource(name) => {
+                delete_resource(ctx, object, name).await?;
+                tally.deleted += 1;
+            }
+            TemplateAction::DetachResource(name) => {
+                detach_resource(ctx, object, name).await?;
+                tally.kept += 1;
+            }
             TemplateAction::DeleteDeployment(id) => {
                 if delete_deployment(ctx, id).await? {
                     deployments.retain(|recorded| !recorded.eq_ignore_ascii_case(id));
@@ -162,6 +173,11 @@ pub async fn template_plan(
             TemplateAction::EmitEvent(event) => emit(ctx, object, event).await,
             TemplateAction::RequeueAfter(ms) => executed.requeue_ms = Some(*ms),
         }
+    }
+    if tally != DeletionTally::default() && object.metadata.deletion_timestamp.is_some() {
+        // Counted after the children were deleted: a controller stopped in
+        // between counts fewer, never one twice.
+        record_tally(ctx, object, tally).await?;
     }
     let annotation_holds = annotated.as_ref().map_or_else(
         || deployment_records::annotation_holds(object, &deployments),

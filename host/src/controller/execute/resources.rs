@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use radwasm_policy_model::{self as model, RESOURCE_FINALIZER};
@@ -149,6 +149,99 @@ pub(super) async fn delete_resource(
         }),
     }
 }
+
+/// Release an owned `DeploymentResource` and keep its Radius resource: mark
+/// it `radapp.io/reconcile-policy: detach-on-delete` (which its own policy
+/// reads as "leave Radius alone"), then delete it. The mark goes first, so
+/// the resource's policy never sees the deletion without it. A resource
+/// already gone is not an error.
+pub(super) async fn detach_resource(
+    ctx: &Context,
+    object: &DeploymentTemplate,
+    name: &str,
+) -> Result<(), Error> {
+    let resources: Api<DeploymentResource> =
+        Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default());
+    let mark = serde_json::json!({
+        "metadata": {"annotations": {model::annotations::RECONCILE_POLICY: "detach-on-delete"}}
+    });
+    match resources
+        .patch(name, &PatchParams::default(), &Patch::Merge(&mark))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(response)) if response.code == 404 => return Ok(()),
+        Err(source) => {
+            return Err(Error::Kube {
+                what: "mark a DeploymentResource detach-on-delete",
+                source,
+            });
+        }
+    }
+    delete_resource(ctx, object, name).await
+}
+
+/// Add what this plan deleted and detached to the template's
+/// `radwasm.io/deletion-tally`, which its policy reads to say, when the
+/// template goes, how many resources were deleted and how many kept.
+pub(super) async fn record_tally(
+    ctx: &Context,
+    object: &DeploymentTemplate,
+    plan: model::annotations::DeletionTally,
+) -> Result<(), Error> {
+    let templates: Api<DeploymentTemplate> =
+        Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default());
+    let name = object.name_any();
+    // Read fresh and write over that version only: the cache may not hold
+    // the last plan's tally yet, and a sum over a stale one would lose it.
+    for _ in 0..TALLY_ATTEMPTS {
+        let fresh = match templates.get_opt(&name).await {
+            Ok(Some(fresh)) => fresh,
+            Ok(None) => return Ok(()),
+            Err(source) => {
+                return Err(Error::Kube {
+                    what: "read a DeploymentTemplate to record its deletion tally",
+                    source,
+                });
+            }
+        };
+        let before = model::annotations::deletion_tally(fresh.annotations()).unwrap_or_default();
+        let after = model::annotations::DeletionTally {
+            deleted: before.deleted.saturating_add(plan.deleted),
+            kept: before.kept.saturating_add(plan.kept),
+        };
+        let text = format!(r#"{{"deleted":{},"kept":{}}}"#, after.deleted, after.kept);
+        let patch = serde_json::json!({
+            "metadata": {
+                "resourceVersion": fresh.resource_version(),
+                "annotations": {model::annotations::DELETION_TALLY: text},
+            }
+        });
+        match templates
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(response)) if response.code == 404 => return Ok(()),
+            Err(kube::Error::Api(response)) if response.code == 409 => continue,
+            Err(source) => {
+                return Err(Error::Kube {
+                    what: "record the deletion tally on a DeploymentTemplate",
+                    source,
+                });
+            }
+        }
+    }
+    tracing::info!(
+        attempts = TALLY_ATTEMPTS,
+        "the deletion tally was not recorded: the template kept changing"
+    );
+    Ok(())
+}
+
+/// Read-and-write rounds for one tally before it is given up (each lost
+/// round means another writer moved the template in between).
+const TALLY_ATTEMPTS: usize = 3;
 
 /// Start the Radius DELETE of the resource's id, and give the operation to
 /// record: the plan's status write records it (with the phase the policy

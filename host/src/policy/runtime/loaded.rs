@@ -9,7 +9,7 @@ use wasmtime::Store;
 use wasmtime::Trap;
 use wasmtime::component::InstancePre;
 
-use super::super::bindings::{v0_1, v0_2, v0_3, v0_4};
+use super::super::bindings::{v0_1, v0_2, v0_3, v0_4, v0_5};
 use super::super::convert;
 use super::super::sandbox::{GuestLog, SandboxState};
 use super::super::validate::{Contract, LoadError, Worlds};
@@ -112,6 +112,19 @@ impl LoadedPolicy {
 /// against. Each version's observations and plans go through its own
 /// conversions (`convert.rs`); everything else is shared.
 enum Exports {
+    V0_5(
+        Indices<
+            v0_5_exports::metadata::GuestIndices,
+            Role<
+                v0_5_exports::template_policy::GuestIndices,
+                v0_5_exports::template_layer::GuestIndices,
+            >,
+            Role<
+                v0_5_exports::resource_policy::GuestIndices,
+                v0_5_exports::resource_layer::GuestIndices,
+            >,
+        >,
+    ),
     V0_4(
         Indices<
             v0_4_exports::metadata::GuestIndices,
@@ -152,6 +165,7 @@ use v0_1::exports::radapp::policy as v0_1_exports;
 use v0_2::exports::radapp::policy as v0_2_exports;
 use v0_3::exports::radapp::policy as v0_3_exports;
 use v0_4::exports::radapp::policy as v0_4_exports;
+use v0_5::exports::radapp::policy as v0_5_exports;
 
 struct Indices<M, T, R> {
     metadata: M,
@@ -198,36 +212,41 @@ macro_rules! indices {
     };
 }
 
+/// Look up the exports of a contract version whose guests are a policy or
+/// a layer (0.4 on).
+macro_rules! roles {
+    ($exports:ident, $variant:ident, $pre:expr, $worlds:expr) => {{
+        use $exports::{resource_layer, resource_policy, template_layer, template_policy};
+        let layer = $worlds.layer;
+        Exports::$variant(Indices {
+            metadata: $exports::metadata::GuestIndices::new($pre)?,
+            template: if $worlds.template {
+                Some(Role::new(
+                    layer,
+                    || template_policy::GuestIndices::new($pre),
+                    || template_layer::GuestIndices::new($pre),
+                )?)
+            } else {
+                None
+            },
+            resource: if $worlds.resource {
+                Some(Role::new(
+                    layer,
+                    || resource_policy::GuestIndices::new($pre),
+                    || resource_layer::GuestIndices::new($pre),
+                )?)
+            } else {
+                None
+            },
+        })
+    }};
+}
+
 impl Exports {
     fn new(pre: &InstancePre<SandboxState>, worlds: Worlds) -> wasmtime::Result<Self> {
         Ok(match worlds.contract {
-            Contract::V0_4 => {
-                use v0_4_exports::{
-                    resource_layer, resource_policy, template_layer, template_policy,
-                };
-                let layer = worlds.layer;
-                Exports::V0_4(Indices {
-                    metadata: v0_4_exports::metadata::GuestIndices::new(pre)?,
-                    template: if worlds.template {
-                        Some(Role::new(
-                            layer,
-                            || template_policy::GuestIndices::new(pre),
-                            || template_layer::GuestIndices::new(pre),
-                        )?)
-                    } else {
-                        None
-                    },
-                    resource: if worlds.resource {
-                        Some(Role::new(
-                            layer,
-                            || resource_policy::GuestIndices::new(pre),
-                            || resource_layer::GuestIndices::new(pre),
-                        )?)
-                    } else {
-                        None
-                    },
-                })
-            }
+            Contract::V0_5 => roles!(v0_5_exports, V0_5, pre, worlds),
+            Contract::V0_4 => roles!(v0_4_exports, V0_4, pre, worlds),
             Contract::V0_3 => Exports::V0_3(indices!(v0_3_exports, pre, worlds)),
             Contract::V0_2 => Exports::V0_2(indices!(v0_2_exports, pre, worlds)),
             Contract::V0_1 => Exports::V0_1(indices!(v0_1_exports, pre, worlds)),
@@ -257,23 +276,36 @@ macro_rules! policy_decide {
     }};
 }
 
-/// A 0.4 layer's decision for one kind: the base decides first, then the
+/// A layer's decision (contract 0.4 on) for one kind: the base decides first, then the
 /// layer is given the observation and the base's plan.
 macro_rules! layer_decide {
-    ($policy:expr, $indices:expr, $observation:expr, $base_decide:ident, $kind:literal,
+    ($policy:expr, $indices:expr, $observation:expr, $convert:ident, $base_decide:ident, $kind:literal,
      $observation_to_wit:ident, $plan_to_wit:ident, $plan_from_wit:ident) => {{
         let policy = $policy;
         let base = policy.base_decision(|base| base.$base_decide($observation), $kind)?;
-        let input = convert::v0_4::$observation_to_wit($observation.clone());
-        let below = convert::v0_4::$plan_to_wit(base.plan.clone());
+        let input = convert::$convert::$observation_to_wit($observation.clone());
+        let below = match convert::$convert::$plan_to_wit(base.plan.clone()) {
+            Ok(below) => below,
+            // The base planned what a 0.4 layer cannot be shown: fail the
+            // stack rather than show it a plan that says something else.
+            Err(error) => {
+                return Err(DecisionError::Policy {
+                    policy: policy.display_name(),
+                    error: model::PolicyError {
+                        code: "BaseNotShowable".to_string(),
+                        message: format!("its base planned {error}; rebuild the layer against the current contract"),
+                    },
+                });
+            }
+        };
         let (result, state) = policy.run(|store, instance| {
             let guest = $indices.load(&mut *store, instance)?;
             guest.call_decide(&mut *store, &input, &below)
         })?;
         let top = policy.finish(
             result
-                .map(convert::v0_4::$plan_from_wit)
-                .map_err(convert::v0_4::policy_error_from_wit),
+                .map(convert::$convert::$plan_from_wit)
+                .map_err(convert::$convert::policy_error_from_wit),
             state,
         );
         policy.stack_on(base, top)
@@ -397,6 +429,7 @@ impl LoadedPolicy {
             }};
         }
         match &self.inner.exports {
+            Exports::V0_5(indices) => describe!(indices, v0_5),
             Exports::V0_4(indices) => describe!(indices, v0_4),
             Exports::V0_3(indices) => describe!(indices, v0_3),
             Exports::V0_2(indices) => describe!(indices, v0_2),
@@ -422,26 +455,33 @@ impl LoadedPolicy {
                 )
             };
         }
-        match &self.inner.exports {
-            Exports::V0_4(indices) => match &indices.template {
-                Some(Role::Policy(indices)) => {
-                    decide!(Some(indices), v0_4)
+        macro_rules! roles_decide {
+            ($roles:expr, $convert:ident) => {
+                match &$roles {
+                    Some(Role::Policy(indices)) => {
+                        decide!(Some(indices), $convert)
+                    }
+                    Some(Role::Layer(indices)) => layer_decide!(
+                        self,
+                        indices,
+                        observation,
+                        $convert,
+                        decide_template,
+                        "DeploymentTemplate",
+                        template_observation_to_wit,
+                        template_plan_to_wit,
+                        template_plan_from_wit
+                    ),
+                    None => self.base_decision(
+                        |base| base.decide_template(observation),
+                        "DeploymentTemplate",
+                    ),
                 }
-                Some(Role::Layer(indices)) => layer_decide!(
-                    self,
-                    indices,
-                    observation,
-                    decide_template,
-                    "DeploymentTemplate",
-                    template_observation_to_wit,
-                    template_plan_to_wit,
-                    template_plan_from_wit
-                ),
-                None => self.base_decision(
-                    |base| base.decide_template(observation),
-                    "DeploymentTemplate",
-                ),
-            },
+            };
+        }
+        match &self.inner.exports {
+            Exports::V0_5(indices) => roles_decide!(indices.template, v0_5),
+            Exports::V0_4(indices) => roles_decide!(indices.template, v0_4),
             Exports::V0_3(indices) => decide!(indices.template.as_ref(), v0_3),
             Exports::V0_2(indices) => decide!(indices.template.as_ref(), v0_2),
             Exports::V0_1(indices) => decide!(indices.template.as_ref(), v0_1),
@@ -466,26 +506,33 @@ impl LoadedPolicy {
                 )
             };
         }
-        match &self.inner.exports {
-            Exports::V0_4(indices) => match &indices.resource {
-                Some(Role::Policy(indices)) => {
-                    decide!(Some(indices), v0_4)
+        macro_rules! roles_decide {
+            ($roles:expr, $convert:ident) => {
+                match &$roles {
+                    Some(Role::Policy(indices)) => {
+                        decide!(Some(indices), $convert)
+                    }
+                    Some(Role::Layer(indices)) => layer_decide!(
+                        self,
+                        indices,
+                        observation,
+                        $convert,
+                        decide_resource,
+                        "DeploymentResource",
+                        resource_observation_to_wit,
+                        resource_base_to_wit,
+                        resource_plan_from_wit
+                    ),
+                    None => self.base_decision(
+                        |base| base.decide_resource(observation),
+                        "DeploymentResource",
+                    ),
                 }
-                Some(Role::Layer(indices)) => layer_decide!(
-                    self,
-                    indices,
-                    observation,
-                    decide_resource,
-                    "DeploymentResource",
-                    resource_observation_to_wit,
-                    resource_plan_to_wit,
-                    resource_plan_from_wit
-                ),
-                None => self.base_decision(
-                    |base| base.decide_resource(observation),
-                    "DeploymentResource",
-                ),
-            },
+            };
+        }
+        match &self.inner.exports {
+            Exports::V0_5(indices) => roles_decide!(indices.resource, v0_5),
+            Exports::V0_4(indices) => roles_decide!(indices.resource, v0_4),
             Exports::V0_3(indices) => decide!(indices.resource.as_ref(), v0_3),
             Exports::V0_2(indices) => decide!(indices.resource.as_ref(), v0_2),
             Exports::V0_1(indices) => decide!(indices.resource.as_ref(), v0_1),
