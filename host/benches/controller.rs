@@ -26,7 +26,7 @@
 //!
 //! ```sh
 //! cargo bench -p radwasm --bench controller -- time-to-ready [--reps 5] [--apiserver both]
-//! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000] [--retry-after-secs 0] [--idle-secs 30] [--resources 3|1-3] [--apiserver both] [--apiserver-profile DIR]
+//! cargo bench -p radwasm --bench controller -- scale [--templates 1000] [--deploy-ms 1000] [--retry-after-secs 0] [--idle-secs 30] [--resources 3|1-3] [--apiserver both] [--apiserver-profile DIR] [--delete-rate N]
 //! cargo bench -p radwasm --bench controller -- resync [--templates 1000] [--resync-settings 0,60s,15s] [--idle-secs 30]
 //! cargo bench -p radwasm --bench controller -- swap [--swaps 20] [--module-kib 2048] [--swap-templates 10] [--module-file F.wasm]
 //! cargo bench -p radwasm --bench controller -- shadow selection [--templates 1000] [--rounds 3] [--policies 100]
@@ -44,8 +44,12 @@
 //! the same) or `both`, one after the other in the same run. On the real
 //! server `scale` also prints kube-apiserver's own counters for each phase
 //! and each control-plane process's peak RSS, and with
-//! `--apiserver-profile DIR` writes kube-apiserver CPU profiles of each
-//! phase there (`controller/server_side.rs`). `--drift-resync D` is passed to every controller
+//! kube-apiserver's memory (its RSS at the peak of each phase, with the Go
+//! runtime's view then), and with `--apiserver-profile DIR` writes
+//! kube-apiserver CPU profiles of each phase and heap profiles at each
+//! phase's peak and end there (`controller/server_side.rs`).
+//! `--delete-rate N` paces `scale`'s DELETEs to N templates a second (to
+//! compare with a controller that deletes at that pace). `--drift-resync D` is passed to every controller
 //! started (except `resync`'s own settings); without it each runs with
 //! `radwasm run`'s default. The Radius simulator runs in this process on
 //! 127.0.0.1 and stops with it; the controller is a separate process so its
@@ -132,6 +136,9 @@ struct Options {
     /// `scale` on the real API server: write kube-apiserver CPU profiles
     /// of each phase here.
     apiserver_profile: Option<PathBuf>,
+    /// `scale`: templates deleted per second (the DELETEs paced evenly);
+    /// `None`: as fast as `apply_concurrency` allows.
+    delete_rate: Option<f64>,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -154,6 +161,7 @@ fn options() -> anyhow::Result<Options> {
         resources: Spread::EVERY_THREE,
         resync_settings: vec!["0".into(), "60s".into(), "15s".into()],
         apiserver_profile: None,
+        delete_rate: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -191,6 +199,10 @@ fn options() -> anyhow::Result<Options> {
                         .into(),
                 )
             }
+            "--delete-rate" => {
+                let rate = number("--delete-rate")?;
+                options.delete_rate = (rate > 0).then_some(rate as f64);
+            }
             "--rounds" => options.rounds = number("--rounds")?.max(1) as usize,
             "--policies" => options.policies = number("--policies")?.max(1) as usize,
             "--drift-resync" => {
@@ -221,7 +233,7 @@ fn options() -> anyhow::Result<Options> {
                 options.benches.push(arg)
             }
             other => bail!(
-                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both, --real-apiserver, --apiserver-profile DIR, --resources N|A-B"
+                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both, --real-apiserver, --apiserver-profile DIR, --delete-rate N, --resources N|A-B"
             ),
         }
     }
@@ -632,10 +644,25 @@ impl Stage {
     ) -> anyhow::Result<Option<server_side::Phase>> {
         match &self.apiserver {
             ApiServer::Embedded(..) => Ok(None),
-            ApiServer::Real(_) => Ok(Some(
-                server_side::Phase::start(&self.client, options.apiserver_profile.as_deref(), name)
+            ApiServer::Real(cluster) => {
+                let apiserver = cluster
+                    .pids()
+                    .into_iter()
+                    .find(|pid| {
+                        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                            .is_ok_and(|comm| comm.trim() == "kube-apiserver")
+                    })
+                    .context("no kube-apiserver process in the cluster")?;
+                Ok(Some(
+                    server_side::Phase::start(
+                        &self.client,
+                        apiserver,
+                        options.apiserver_profile.as_deref(),
+                        name,
+                    )
                     .await?,
-            )),
+                ))
+            }
         }
     }
 
@@ -1214,25 +1241,35 @@ async fn delete_all(
     let requests_before = controller.metrics().await?;
     let server_phase = stage.server_phase(options, "delete").await?;
     println!(
-        "delete: the {count} templates, one DELETE each, {} at a time (background propagation)",
-        options.apply_concurrency
+        "delete: the {count} templates, one DELETE each, {} at a time (background propagation){}",
+        options.apply_concurrency,
+        options
+            .delete_rate
+            .map(|rate| format!(", paced to {rate:.0} per second"))
+            .unwrap_or_default()
     );
     let templates: Api<DeploymentTemplate> = Api::namespaced(stage.client.clone(), NAMESPACE);
     let started = Instant::now();
-    let mut latencies: Vec<Duration> = futures::stream::iter(names.iter().map(|name| {
-        let templates = templates.clone();
-        async move {
-            let sent = Instant::now();
-            templates
-                .delete(name, &kube::api::DeleteParams::background())
-                .await
-                .with_context(|| format!("deleting template {name}"))?;
-            anyhow::Ok(sent.elapsed())
-        }
-    }))
-    .buffer_unordered(options.apply_concurrency)
-    .try_collect()
-    .await?;
+    let start = tokio::time::Instant::now();
+    let mut latencies: Vec<Duration> =
+        futures::stream::iter(names.iter().enumerate().map(|(i, name)| {
+            let templates = templates.clone();
+            async move {
+                if let Some(rate) = options.delete_rate {
+                    tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate))
+                        .await;
+                }
+                let sent = Instant::now();
+                templates
+                    .delete(name, &kube::api::DeleteParams::background())
+                    .await
+                    .with_context(|| format!("deleting template {name}"))?;
+                anyhow::Ok(sent.elapsed())
+            }
+        }))
+        .buffer_unordered(options.apply_concurrency)
+        .try_collect()
+        .await?;
     let requested = started.elapsed();
     latencies.sort();
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];

@@ -226,11 +226,15 @@ pub struct Phase {
     name: String,
     before: Scrape,
     profiler: Option<Profiler>,
+    profiles: Option<PathBuf>,
+    memory: MemoryWatch,
 }
 
 impl Phase {
+    /// `apiserver` is kube-apiserver's process id, for its memory.
     pub async fn start(
         client: &Client,
+        apiserver: u32,
         profiles: Option<&Path>,
         name: &str,
     ) -> anyhow::Result<Self> {
@@ -242,13 +246,41 @@ impl Phase {
             name: name.to_string(),
             before: Scrape::take(client).await?,
             profiler,
+            profiles: profiles.map(Path::to_path_buf),
+            memory: MemoryWatch::start(client, apiserver, profiles, name),
         })
     }
 
     /// What the server served since the start; prints where the profiles
     /// went and how to read them.
     pub async fn finish(self) -> anyhow::Result<ServerLoad> {
-        let load = ServerLoad::between(&self.before, &Scrape::take(&self.client).await?);
+        let after = Scrape::take(&self.client).await?;
+        let load = ServerLoad::between(&self.before, &after);
+        let peak = self.memory.stop().await?;
+        println!(
+            "  kube-apiserver memory, {}: peak RSS {:.0} MiB at {:.1} s; then: {}",
+            self.name,
+            peak.rss_mib,
+            peak.at.as_secs_f64(),
+            peak.go.describe()
+        );
+        println!(
+            "  kube-apiserver memory at the end of {}: {}",
+            self.name,
+            GoMemory::of(&after).describe()
+        );
+        if let Some(dir) = &self.profiles {
+            let end = dir.join(format!("{}-heap-end.pb.gz", self.name));
+            heap_profile(&self.client, &end).await?;
+            println!(
+                "  kube-apiserver heap profiles of {}: {} (at the peak), {} (at the end); read them with `go tool pprof -top -sample_index=inuse_space FILE` (or alloc_space)",
+                self.name,
+                peak.heap_profile
+                    .as_deref()
+                    .map_or("none".into(), |p| p.display().to_string()),
+                end.display()
+            );
+        }
         if let Some(profiler) = self.profiler {
             let files = profiler.stop().await?;
             if let Some(first) = files.first() {
@@ -304,6 +336,128 @@ impl Profiler {
 
     /// Stop after the profile being taken; the files written.
     pub async fn stop(self) -> anyhow::Result<Vec<PathBuf>> {
+        self.running.store(false, Ordering::Relaxed);
+        self.task.await?
+    }
+}
+
+/// The Go runtime's view of kube-apiserver's memory in one `/metrics`
+/// scrape (`go_memstats_*`), in MiB.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GoMemory {
+    /// Heap objects allocated and not yet freed: live ones and garbage the
+    /// next collection frees.
+    pub heap_alloc: f64,
+    /// The heap size at which the next collection starts (with `GOGC=100`,
+    /// twice the heap the last one left live).
+    pub next_gc: f64,
+    /// Heap spans in use, and idle spans not yet returned to the system.
+    pub heap_inuse: f64,
+    pub heap_idle_kept: f64,
+    /// All memory the runtime holds from the system.
+    pub sys: f64,
+}
+
+impl GoMemory {
+    fn of(scrape: &Scrape) -> Self {
+        let value = |family: &str| {
+            scrape
+                .0
+                .lines()
+                .filter_map(sample)
+                .find(|(name, _, _)| *name == family)
+                .map_or(0.0, |(_, _, v)| v / (1024.0 * 1024.0))
+        };
+        Self {
+            heap_alloc: value("go_memstats_heap_alloc_bytes"),
+            next_gc: value("go_memstats_next_gc_bytes"),
+            heap_inuse: value("go_memstats_heap_inuse_bytes"),
+            heap_idle_kept: value("go_memstats_heap_idle_bytes")
+                - value("go_memstats_heap_released_bytes"),
+            sys: value("go_memstats_sys_bytes"),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "Go heap allocated {:.0} MiB (live + not yet collected), next GC at {:.0} MiB, heap spans in use {:.0} MiB, idle kept {:.0} MiB, runtime total {:.0} MiB",
+            self.heap_alloc, self.next_gc, self.heap_inuse, self.heap_idle_kept, self.sys
+        )
+    }
+}
+
+/// kube-apiserver's memory at its highest in a phase.
+#[derive(Debug, Default)]
+pub struct MemoryPeak {
+    /// Its RSS at the highest reading, in MiB, and when (from the start).
+    pub rss_mib: f64,
+    pub at: std::time::Duration,
+    /// The Go runtime's view, scraped as that high was read.
+    pub go: GoMemory,
+    /// Its heap profile then (with `--apiserver-profile`).
+    pub heap_profile: Option<PathBuf>,
+}
+
+/// kube-apiserver's memory through one phase: its RSS read every 250 ms
+/// and, at each new high 16 MiB or more above the last one taken, the Go
+/// runtime's view from `/metrics` and, with `--apiserver-profile DIR`, a
+/// heap profile (`DIR/<phase>-heap-peak.pb.gz`, replaced at each higher
+/// one). The heap profile's `inuse_space` is what the last collection left
+/// live; `alloc_space` all allocated since the server started.
+pub struct MemoryWatch {
+    running: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<anyhow::Result<MemoryPeak>>,
+}
+
+/// A heap profile of kube-apiserver, written to `path`.
+async fn heap_profile(client: &Client, path: &Path) -> anyhow::Result<()> {
+    let request = http::Request::get("/debug/pprof/heap").body(Vec::new())?;
+    let mut body = Vec::new();
+    client
+        .request_stream(request)
+        .await
+        .context("reading kube-apiserver's /debug/pprof/heap")?
+        .read_to_end(&mut body)
+        .await?;
+    std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))
+}
+
+impl MemoryWatch {
+    pub fn start(client: &Client, pid: u32, dir: Option<&Path>, phase: &str) -> Self {
+        let running = Arc::new(AtomicBool::new(true));
+        let still = running.clone();
+        let (client, dir, phase) = (
+            client.clone(),
+            dir.map(Path::to_path_buf),
+            phase.to_string(),
+        );
+        let task = tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let mut peak = MemoryPeak::default();
+            let mut taken = 0.0;
+            while still.load(Ordering::Relaxed) {
+                let rss = super::proc_status_kib(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0;
+                if rss > peak.rss_mib {
+                    peak.rss_mib = rss;
+                    peak.at = started.elapsed();
+                    if rss >= taken + 16.0 {
+                        taken = rss;
+                        peak.go = GoMemory::of(&Scrape::take(&client).await?);
+                        if let Some(dir) = &dir {
+                            let path = dir.join(format!("{phase}-heap-peak.pb.gz"));
+                            heap_profile(&client, &path).await?;
+                            peak.heap_profile = Some(path);
+                        }
+                    }
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Ok(peak)
+        });
+        Self { running, task }
+    }
+
+    pub async fn stop(self) -> anyhow::Result<MemoryPeak> {
         self.running.store(false, Ordering::Relaxed);
         self.task.await?
     }
