@@ -6,8 +6,10 @@
 //! built with the scaffolds' own commands), pulled from a loopback OCI registry as a `Shadow`
 //! canary, then enforcing; and a layer over another `ReconcilePolicy` named
 //! by `spec.base`, refused while that base is missing and healed when it
-//! appears. Counts what reaches Radius. A restarted controller maps the
-//! layer from its compile cache instead of compiling it again.
+//! appears; and a layer that keeps a deleted template's data store in
+//! Radius (`detach-resource`). Counts what reaches Radius. A restarted
+//! controller maps the layer from its compile cache instead of compiling
+//! it again.
 
 use std::time::Duration;
 
@@ -280,5 +282,94 @@ async fn a_layer_waits_for_its_named_base_and_decides_over_it() {
     assert_eq!(decided_by(&ready).as_deref(), Some(layer.as_str()));
     assert_eq!(deployments_of(&system, "app"), 1);
     delete_policies(&system, &[&layer, &base]).await;
+    system.shutdown().await;
+}
+
+/// The `keep-data-stores` layer (`guests/keep-data-stores`), pulled from a
+/// loopback registry and enforcing: a template with a data store and a
+/// container is deleted; the container (and the application and
+/// environment after it) get one DELETE each, the data store none and
+/// stays in Radius, the template goes, and its `Deleted` event says what
+/// was deleted and what kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layer_keeps_the_data_store_of_a_deleted_template() {
+    let registry = crate::registry::Registry::start();
+    let pushed = radwasm::policy::source::oci::push(
+        &registry.reference("policies/keep-data-stores:v1"),
+        &guest("keep-data-stores"),
+        &registry.options(),
+    )
+    .await
+    .expect("push the layer");
+    let system = System::start(&["--policy-insecure-registry", &registry.addr]).await;
+    let layer = create_policy(
+        &system,
+        "keep-data-stores",
+        json!({"module": {"oci": pushed.reference}}),
+    )
+    .await;
+    system
+        .wait_for_log_within(
+            &format!("policy version activated reconcile_policy={layer} "),
+            Duration::from_secs(180),
+        )
+        .await;
+
+    let mut arm: serde_json::Value = serde_json::from_str(&crate::harness::fixture(
+        "deploymenttemplate-outputresources-1.json",
+    ))
+    .expect("fixture");
+    arm["resources"]["cache"] = json!({
+        "import": "Radius",
+        "type": "Applications.Datastores/redisCaches@2023-10-01-preview",
+        "properties": {
+            "name": "kept-cache",
+            "properties": {
+                "application": "[reference('outputResourcesApplication').id]",
+                "environment": "[reference('outputResourcesEnvironment').id]"
+            }
+        },
+        "dependsOn": ["outputResourcesApplication"]
+    });
+    system
+        .create(&crate::harness::template("app", &arm.to_string(), ""))
+        .await;
+    let ready = system.wait_phase("app", "Ready").await;
+    assert_eq!(decided_by(&ready).as_deref(), Some(layer.as_str()));
+    let ids = system.radius().resource_ids();
+    let id_of = |kind: &str| {
+        ids.iter()
+            .find(|id| id.to_ascii_lowercase().contains(kind))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} in {ids:?}"))
+    };
+    let cache = id_of("/applications.datastores/rediscaches/kept-cache");
+    let container = id_of("/applications.core/containers/");
+
+    system
+        .templates()
+        .delete("app", &Default::default())
+        .await
+        .expect("delete the template");
+    system.wait_gone("app").await;
+    let stats = system.radius().stats();
+    assert_eq!(
+        stats.deletes_for(&container),
+        1,
+        "one DELETE for the container"
+    );
+    assert_eq!(stats.deletes_for(&cache), 0, "none for the data store");
+    assert!(
+        system.radius().resource(&cache).is_some(),
+        "the data store is still in Radius"
+    );
+    let events = system.events_for("app").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e == "Deleted 3 resources deleted, 1 kept in Radius (detached by the policy)"),
+        "{events:?}"
+    );
+    delete_policies(&system, &[&layer]).await;
     system.shutdown().await;
 }
