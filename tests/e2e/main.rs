@@ -21,6 +21,7 @@ mod radius_shape;
 mod rbac;
 mod scenarios;
 mod sharding;
+mod trust;
 mod truth;
 
 // The real control plane and the OCI registry, shared with the controller
