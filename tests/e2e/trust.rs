@@ -274,17 +274,18 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
     )
     .await;
 
-    // Signed by the trusted key, then altered in the registry.
+    // Altered in the registry, then signed by the trusted key (in this
+    // order: signed and intact, it would rightly be loaded).
     let tampered_bytes = variant(&default, "tampered");
     let tampered = oci::push(&tag, &tampered_bytes, &options)
         .await
         .expect("push");
-    sign(&tampered.reference, &trusted, &options).await;
     let stored = registry.blob_path(&oci::sha256_digest(&tampered_bytes));
     let mut altered = std::fs::read(&stored).expect("stored layer");
     let middle = altered.len() / 2;
     altered[middle] ^= 0xff;
     std::fs::write(&stored, &altered).expect("alter the layer");
+    sign(&tampered.reference, &trusted, &options).await;
     refused_and_guardrail_keeps_deciding(&system, &policy, "DigestMismatch", &select, "t-tampered")
         .await;
 

@@ -55,6 +55,14 @@ fn a_spec_names_exactly_one_module_source_with_the_digests_it_needs() {
             "spec.cases.configMap.namespace",
         ),
         (
+            json!({"module": {"builtin": "default"}, "verify": {"configMap": {"namespace": "radwasm-system", "name": "keys"}}}),
+            "spec.verify checks cosign signatures of OCI artifacts: it needs spec.module.oci",
+        ),
+        (
+            json!({"module": {"oci": "registry.example/p:v1"}, "verify": {"configMap": {"namespace": "team-a", "name": "keys"}}}),
+            "spec.verify.configMap must name a ConfigMap in \"radwasm-system\"",
+        ),
+        (
             json!({"module": {"builtin": "default", "sha256": "xyz"}}),
             "must be 64 hex digits",
         ),
@@ -71,6 +79,8 @@ fn a_spec_names_exactly_one_module_source_with_the_digests_it_needs() {
         json!({"module": {"url": "http://127.0.0.1:8000/p.wasm", "sha256": "a".repeat(64)}}),
         json!({"module": {"oci": format!("registry.example/p@{digest}")}}),
         json!({"module": {"oci": "registry.example/p:v1", "digest": digest}}),
+        // A bare tag is followed only with its digests verified.
+        json!({"module": {"oci": "registry.example/p:v1"}, "verify": {"configMap": {"namespace": "radwasm-system", "name": "keys"}}}),
         json!({"module": {"configMap": {"namespace": "radwasm-system", "name": "p", "key": "k"}}}),
     ] {
         assert_eq!(refusal(value.clone()), "accepted", "{value}");
