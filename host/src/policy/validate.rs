@@ -404,14 +404,14 @@ mod tests {
     #[test]
     fn a_guest_built_against_another_contract_version_is_told_so() {
         let newer = names(&[
-            "radapp:policy/metadata@0.5.0",
-            "radapp:policy/template-policy@0.5.0",
+            "radapp:policy/metadata@0.6.0",
+            "radapp:policy/template-policy@0.6.0",
         ]);
-        let error = check_exports("new.wasm", &newer).expect_err("0.5.0 is not loaded");
+        let error = check_exports("new.wasm", &newer).expect_err("0.6.0 is not loaded");
         let message = error.to_string();
         assert!(message.contains("new.wasm"), "{message}");
         assert!(
-            message.contains("radapp:policy/template-policy@0.5.0"),
+            message.contains("radapp:policy/template-policy@0.6.0"),
             "{message}"
         );
         assert!(
