@@ -244,7 +244,7 @@ fn the_default_install_names_a_loadable_image_and_probes_each_question_apart() {
             .as_str()
             .map(str::to_string)
     };
-    assert_eq!(path("startupProbe").as_deref(), Some("/healthz"));
+    assert_eq!(path("startupProbe").as_deref(), Some("/startupz"));
     assert_eq!(path("livenessProbe").as_deref(), Some("/healthz"));
     assert_eq!(path("readinessProbe").as_deref(), Some("/readyz"));
     // No --radius-url: the API server's aggregated path.

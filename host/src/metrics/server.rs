@@ -48,6 +48,13 @@ impl Readiness {
         state.problems.remove(key);
     }
 
+    /// Start-up is over: the caches have synced, whatever problems are
+    /// reported since (those keep `/readyz` at 503, not `/startupz`, so a
+    /// reported problem never has the container restarted).
+    pub fn has_started(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).synced
+    }
+
     pub fn is_ready(&self) -> bool {
         self.not_ready_because().is_none()
     }
@@ -69,7 +76,7 @@ struct ServerState {
     readiness: Readiness,
 }
 
-/// Serve `/metrics`, `/healthz`, `/readyz` and `/debug/decisions` (the
+/// Serve `/metrics`, `/healthz`, `/startupz`, `/readyz` and `/debug/decisions` (the
 /// decision-record ring, when attached with [`Metrics::with_decision_records`])
 /// on `address` until `shutdown`.
 /// Returns the bound address (useful with port 0).
@@ -82,6 +89,7 @@ pub async fn serve(
     let app = Router::new()
         .route("/metrics", get(metrics_handler))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/startupz", get(startup_handler))
         .route("/readyz", get(ready_handler))
         .route("/debug/decisions", get(decisions_handler))
         .with_state(ServerState { metrics, readiness });
@@ -138,6 +146,17 @@ async fn decisions_handler(
     }
 }
 
+/// The startup probe's question: has the first policy compiled and have the
+/// watch caches synced? Until then kubelet runs neither liveness nor
+/// readiness, so a slow first compile records no `Unhealthy` event.
+async fn startup_handler(State(state): State<ServerState>) -> impl IntoResponse {
+    if state.readiness.has_started() {
+        (StatusCode::OK, "started\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting: caches not synced yet\n")
+    }
+}
+
 async fn ready_handler(State(state): State<ServerState>) -> impl IntoResponse {
     match state.readiness.not_ready_because() {
         None => (StatusCode::OK, "ready".to_string()),
@@ -165,7 +184,9 @@ mod tests {
         let get = |path: &str| client.get(format!("http://{address}{path}")).send();
         assert_eq!(get("/healthz").await.expect("healthz").status(), 200);
         assert_eq!(get("/readyz").await.expect("readyz").status(), 503);
+        assert_eq!(get("/startupz").await.expect("startupz").status(), 503);
         assert!(readiness.set_ready(), "the first time");
+        assert_eq!(get("/startupz").await.expect("startupz").status(), 200);
         assert!(!readiness.set_ready(), "not again");
         assert_eq!(get("/readyz").await.expect("readyz").status(), 200);
         readiness.set_problem("crd:a", "a lacks status.id".into());
