@@ -221,7 +221,19 @@ pub(super) async fn record_tally(
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => return Ok(()),
+            Ok(written) => {
+                // Remembered as the plan's other writes are: the decision
+                // that removes the finalizer, and so says what was kept,
+                // waits until the cache shows the tally.
+                let key = key(object);
+                let written = written.resource_version();
+                for decided_on in [fresh.resource_version(), object.resource_version()] {
+                    ctx.memory
+                        .versions
+                        .wrote(&key, decided_on.as_deref(), written.clone());
+                }
+                return Ok(());
+            }
             Err(kube::Error::Api(response)) if response.code == 404 => return Ok(()),
             Err(kube::Error::Api(response)) if response.code == 409 => continue,
             Err(source) => {
