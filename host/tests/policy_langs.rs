@@ -142,3 +142,83 @@ fn a_js_layer_is_scaffolded_built_with_jco_checked_and_tested() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// The data-store rule exactly as `docs/layers.md` ("Keeping a child")
+/// shows it for `lang`: the code block after the line naming it.
+fn rule_from_the_guide(lang: &str) -> String {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/layers.md"))
+            .expect("docs/layers.md");
+    let section = &guide[guide.find("## Keeping a child").expect("the section")..];
+    let fence = format!("```{lang}\n");
+    let start = section.find(&fence).expect("the code block") + fence.len();
+    let end = start + section[start..].find("```").expect("its end");
+    section[start..end].to_string()
+}
+
+/// Scaffold a layer in `lang`, put the guide's data-store rule in place of
+/// the sample template rule (from `start` up to `end` in `file`), build it
+/// with the scaffold's own command, and run `guests/keep-data-stores/cases`
+/// with `radwasm policy test`.
+fn data_store_rule_passes_its_cases(lang: &str, fence: &str, file: &str, start: &str, end: &str) {
+    let name = format!("keep-{lang}");
+    let scaffold = scaffold(&name, lang);
+    let path = scaffold.dir.join(file);
+    let source = std::fs::read_to_string(&path).expect("the scaffold's source");
+    let from = source.find(start).expect("the sample template rule");
+    let to = source.find(end).expect("the resource rule");
+    let rule = rule_from_the_guide(fence);
+    assert!(
+        rule.lines().count() <= 20,
+        "the rule is {} lines",
+        rule.lines().count()
+    );
+    std::fs::write(
+        &path,
+        format!("{}{rule}\n{}", &source[..from], &source[to..]),
+    )
+    .expect("write the rule");
+    let cases = scaffold.dir.join("cases");
+    std::fs::remove_dir_all(&cases).expect("drop the sample cases");
+    std::fs::create_dir(&cases).expect("cases/");
+    let ours = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/keep-data-stores/cases");
+    for entry in std::fs::read_dir(&ours).expect("the layer's cases") {
+        let entry = entry.expect("a case");
+        std::fs::copy(entry.path(), cases.join(entry.file_name())).expect("copy a case");
+    }
+    match lang {
+        "python" => scaffold.build_python(),
+        _ => scaffold.build_js(),
+    };
+    let command = format!("radwasm policy test {name}.wasm cases/");
+    let output = run(
+        Command::new(env!("CARGO_BIN_EXE_radwasm"))
+            .current_dir(&scaffold.dir)
+            .args(command.split_whitespace().skip(1)),
+        &command,
+    );
+    let all = text(&output);
+    assert!(all.contains("3 passed, 0 failed"), "{command}: {all}");
+}
+
+#[test]
+fn the_guides_data_store_rule_in_python_passes_its_cases() {
+    data_store_rule_passes_its_cases(
+        "python",
+        "python",
+        "app.py",
+        "class TemplateLayer",
+        "class ResourceLayer",
+    );
+}
+
+#[test]
+fn the_guides_data_store_rule_in_javascript_passes_its_cases() {
+    data_store_rule_passes_its_cases(
+        "js",
+        "js",
+        "app.js",
+        "export const templateLayer",
+        "export const resourceLayer",
+    );
+}

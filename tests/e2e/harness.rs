@@ -207,6 +207,17 @@ impl System {
                         crate::realkube::CONTROLLER_NAMESPACE.to_string(),
                     ]);
                 }
+                // ReconcilePolicies are cluster-scoped and every controller
+                // that loads one writes its status: each scenario's
+                // controller loads only the policies it labels
+                // (policies::create_policy), so controllers with other
+                // flags never overwrite that status.
+                if !has("--policy-label-selector") {
+                    extra_args.extend([
+                        "--policy-label-selector".to_string(),
+                        format!("{}={namespace}", crate::policies::SYSTEM_LABEL),
+                    ]);
+                }
                 if has("--leader-elect") && !has("--leader-election-namespace") {
                     extra_args.extend([
                         "--leader-election-namespace".to_string(),

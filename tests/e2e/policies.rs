@@ -50,6 +50,11 @@ pub(crate) fn policies(client: &Client) -> Api<ReconcilePolicy> {
     Api::all(client.clone())
 }
 
+/// The label naming the scenario (its namespace) a ReconcilePolicy belongs
+/// to; on the real API server each scenario's controller loads only its own
+/// (`--policy-label-selector`, set by the harness).
+pub(crate) const SYSTEM_LABEL: &str = "e2e.radwasm.io/system";
+
 /// A policy named `{namespace}-{suffix}` for this scenario's namespace only,
 /// with the rest of its spec from `spec` (merged over the namespace selector).
 pub(crate) async fn create_policy(system: &System, suffix: &str, spec: Value) -> String {
@@ -65,7 +70,7 @@ pub(crate) async fn create_policy(system: &System, suffix: &str, spec: Value) ->
     let object: ReconcilePolicy = serde_json::from_value(json!({
         "apiVersion": "radwasm.io/v1alpha1",
         "kind": "ReconcilePolicy",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": {SYSTEM_LABEL: system.namespace}},
         "spec": full,
     }))
     .expect("a ReconcilePolicy");

@@ -138,27 +138,40 @@ async fn two_shards_deploy_and_delete_each_template_exactly_once() {
 async fn a_selector_the_api_server_cannot_read_stops_the_controller_naming_it() {
     let mut system = System::start(&[]).await;
     system.stop_controller();
-    let mut controller =
-        system.spawn_controller_as(None, &["--watch-label-selector", "radapp.io/shard in (a"]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = controller.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still running with a bad selector\n{}",
-            system.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert!(!status.success());
-    let logs = system.logs();
-    assert!(
-        logs.contains(
-            "--watch-label-selector \"radapp.io/shard in (a\" is not a valid label selector"
-        ),
-        "{logs}"
-    );
+    // Each flag on its own, so the message can only come from its check.
+    for flag in ["--watch-label-selector", "--policy-label-selector"] {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_radwasm"));
+        command
+            .args(["run", "--kubeconfig"])
+            .arg(&system.kubeconfig)
+            .args(["--radius-url", &system.radius().base_url()])
+            .args(["--metrics-address", "127.0.0.1:0"])
+            .args(["--namespace", &system.namespace])
+            .args([flag, "radapp.io/shard in (a"])
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let mut controller = command.spawn().expect("start radwasm run");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = controller.try_wait().expect("wait") {
+                break status;
+            }
+            if std::time::Instant::now() >= deadline {
+                let _ = controller.kill();
+                panic!("{flag}: still running with a bad selector");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut controller.stderr.take().expect("stderr"), &mut stderr)
+            .expect("read stderr");
+        assert!(!status.success(), "{flag}: {stderr}");
+        let expected = format!("{flag} \"radapp.io/shard in (a\" is not a valid label selector");
+        assert!(stderr.contains(&expected), "{flag}: {stderr}");
+    }
     system.shutdown().await;
 }

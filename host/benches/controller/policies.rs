@@ -1007,6 +1007,7 @@ fn select_cost(policies: &[(String, Value)]) -> anyhow::Result<f64> {
             Active {
                 policy: slot.current(),
                 identity: name.clone(),
+                verified: None,
             },
         );
     }

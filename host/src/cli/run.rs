@@ -52,6 +52,14 @@ pub struct ControllerArgs {
     /// controller per shard, each with its own Lease (docs/scaling.md).
     #[arg(long, value_name = "SELECTOR")]
     pub watch_label_selector: Option<String>,
+    /// Load only the `ReconcilePolicy` objects whose labels match this
+    /// Kubernetes label selector (all when absent). Every controller that
+    /// loads a policy writes its status, so controllers in one cluster that
+    /// load policies differently (another version during a canary, other
+    /// registries, `--require-signatures` on one only) each take their own
+    /// (docs/reconcile-policies.md, "Several controllers").
+    #[arg(long, value_name = "SELECTOR")]
+    pub policy_label_selector: Option<String>,
     /// An OCI registry (`host:port`) that `ReconcilePolicy` modules are
     /// pulled from over plain HTTP instead of HTTPS (a registry on
     /// loopback, say); repeatable.
@@ -167,6 +175,7 @@ pub struct ControllerHost {
     policy_namespace: String,
     require_signatures: bool,
     policy_tag_interval: Duration,
+    policy_label_selector: Option<String>,
 }
 
 impl ControllerHost {
@@ -205,6 +214,7 @@ impl ControllerHost {
             policy_namespace: args.policy_namespace.clone(),
             require_signatures: args.require_signatures,
             policy_tag_interval: args.policy_tag_interval,
+            policy_label_selector: args.policy_label_selector.clone(),
             ctx,
             options: Options {
                 namespace: args.namespace.clone(),
@@ -249,29 +259,25 @@ impl ControllerHost {
         });
     }
 
-    /// Fail with a clear message if `--watch-label-selector` is not a label
-    /// selector the API server understands (asked once, for one object),
-    /// rather than let the watches retry it forever.
-    pub async fn check_label_selector(&self) -> anyhow::Result<()> {
-        let Some(selector) = &self.options.label_selector else {
-            return Ok(());
-        };
-        let templates: kube::Api<crate::crd::DeploymentTemplate> = match &self.options.namespace {
-            Some(namespace) => kube::Api::namespaced(self.ctx.client.clone(), namespace),
-            None => kube::Api::all(self.ctx.client.clone()),
-        };
-        match templates
-            .list_metadata(&kube::api::ListParams::default().labels(selector).limit(1))
-            .await
-        {
-            Err(kube::Error::Api(status)) if status.code == 400 => Err(anyhow::anyhow!(
-                "--watch-label-selector {selector:?} is not a valid label selector: {}",
-                status.message
-            )),
-            // Anything else (no connection yet, RBAC) is for the watches to
-            // report and retry as usual.
-            _ => Ok(()),
+    /// Fail with a clear message if `--watch-label-selector` or
+    /// `--policy-label-selector` is not a label selector the API server
+    /// understands (asked once, for one object), rather than let the
+    /// watches retry it forever.
+    pub async fn check_label_selectors(&self) -> anyhow::Result<()> {
+        if let Some(selector) = &self.options.label_selector {
+            let templates: kube::Api<crate::crd::DeploymentTemplate> = match &self.options.namespace
+            {
+                Some(namespace) => kube::Api::namespaced(self.ctx.client.clone(), namespace),
+                None => kube::Api::all(self.ctx.client.clone()),
+            };
+            check_label_selector(&templates, "--watch-label-selector", selector).await?;
         }
+        if let Some(selector) = &self.policy_label_selector {
+            let policies: kube::Api<crate::reconcile_policy::crd::ReconcilePolicy> =
+                kube::Api::all(self.ctx.client.clone());
+            check_label_selector(&policies, "--policy-label-selector", selector).await?;
+        }
+        Ok(())
     }
 
     /// Run the controllers (and the policy file watch) until `shutdown`;
@@ -377,15 +383,40 @@ impl ControllerHost {
             self.policy_namespace.clone(),
         ) {
             Ok(loader) => {
-                let loader = loader.with_trust(
-                    self.require_signatures,
-                    self.policy_tag_interval,
-                    ctx.metrics.clone(),
-                );
+                let loader = loader
+                    .with_trust(
+                        self.require_signatures,
+                        self.policy_tag_interval,
+                        ctx.metrics.clone(),
+                    )
+                    .with_label_selector(self.policy_label_selector.clone());
                 tokio::spawn(loader::run(Arc::new(loader), shutdown.clone()));
             }
             Err(error) => tracing::error!(%error, "the ReconcilePolicy controller could not start"),
         }
+    }
+}
+
+/// Ask the API server for one object of `api` with `selector`: a 400 means
+/// it cannot parse it, and names `flag`. Anything else (no connection yet,
+/// RBAC, the CRD not installed) is for the watches to report and retry.
+async fn check_label_selector<K>(
+    api: &kube::Api<K>,
+    flag: &str,
+    selector: &str,
+) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api
+        .list_metadata(&kube::api::ListParams::default().labels(selector).limit(1))
+        .await
+    {
+        Err(kube::Error::Api(status)) if status.code == 400 => Err(anyhow::anyhow!(
+            "{flag} {selector:?} is not a valid label selector: {}",
+            status.message
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -437,7 +468,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("serving metrics on {}", args.metrics_address))?;
         tracing::info!(%bound, "metrics and probes");
         let host = ControllerHost::new(&args.controller, config, endpoint, metrics, records)?;
-        host.check_label_selector().await?;
+        host.check_label_selectors().await?;
         host.check_radius(&shutdown);
         if !args.leader_elect {
             // Ready once the controllers' caches have synced.

@@ -153,7 +153,10 @@ async fn startup_handler(State(state): State<ServerState>) -> impl IntoResponse 
     if state.readiness.has_started() {
         (StatusCode::OK, "started\n")
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "starting: caches not synced yet\n")
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "starting: caches not synced yet\n",
+        )
     }
 }
 

@@ -20,8 +20,14 @@ const TEMPLATES: usize = 1_000;
 /// One line of memory figures for each of the release's containers.
 async fn memory(release: &Release, when: &str) -> Vec<(String, u64)> {
     let mut out = Vec::new();
+    let leader = release.holder().await;
     for pod in release.pods().await {
         let name = pod.name_any();
+        let role = if leader.as_deref() == Some(name.as_str()) {
+            "leader"
+        } else {
+            "standby"
+        };
         let Some(dir) = container_id(&pod)
             .and_then(|id| container_pid(&id))
             .and_then(memory_cgroup)
@@ -35,7 +41,7 @@ async fn memory(release: &Release, when: &str) -> Vec<(String, u64)> {
         let limit = cgroup_number(&dir, "memory.limit_in_bytes");
         let working = working_set(&dir);
         println!(
-            "memory {when}, {name}: working set {:.1} MiB, usage {:.1} MiB, peak {:.1} MiB, limit {:.0} MiB",
+            "memory {when}, {name} ({role}): working set {:.1} MiB, usage {:.1} MiB, peak {:.1} MiB, limit {:.0} MiB",
             mib(working),
             mib(usage),
             mib(peak),

@@ -447,7 +447,7 @@ impl Drop for Release {
 /// names of its own) in `namespace`, eight requests at a time.
 pub async fn create_all(client: &Client, namespace: &str, names: &[String]) {
     let templates: Api<DeploymentTemplate> = Api::namespaced(client.clone(), namespace);
-    let creations = names.to_vec().into_iter().map(|name| {
+    let creations = names.iter().cloned().map(|name| {
         let templates = templates.clone();
         let mut template = own_app_template(&name);
         template.metadata.namespace = Some(namespace.to_string());

@@ -163,12 +163,7 @@ impl RadiusClient {
             200 => return Ok(false),
             404 => {}
             status => {
-                return Err(error::from_status(
-                    status,
-                    &what,
-                    &answer.body,
-                    &self.endpoint,
-                ));
+                return Err(self.unexpected(status, &what, &answer.body));
             }
         }
         let what = format!("PUT resource group {scope}");
@@ -178,12 +173,7 @@ impl RadiusClient {
             .await?;
         match answer.status {
             200 | 201 => Ok(true),
-            status => Err(error::from_status(
-                status,
-                &what,
-                &answer.body,
-                &self.endpoint,
-            )),
+            status => Err(self.unexpected(status, &what, &answer.body)),
         }
     }
 
@@ -276,12 +266,7 @@ impl RadiusClient {
                 request.subject,
                 &answer,
             )),
-            status => Err(error::from_status(
-                status,
-                &what,
-                &answer.body,
-                &self.endpoint,
-            )),
+            status => Err(self.unexpected(status, &what, &answer.body)),
         }
     }
 
@@ -305,12 +290,7 @@ impl RadiusClient {
                 "",
                 &answer,
             ))),
-            status => Err(error::from_status(
-                status,
-                &what,
-                &answer.body,
-                &self.endpoint,
-            )),
+            status => Err(self.unexpected(status, &what, &answer.body)),
         }
     }
 
@@ -335,12 +315,7 @@ impl RadiusClient {
             .await?;
         match answer.status {
             200..=204 | 404 => Ok(()),
-            status => Err(error::from_status(
-                status,
-                &what,
-                &answer.body,
-                &self.endpoint,
-            )),
+            status => Err(self.unexpected(status, &what, &answer.body)),
         }
     }
 
@@ -361,13 +336,14 @@ impl RadiusClient {
         match answer.status {
             200 => answer.json(&what).map(Some),
             404 => Ok(None),
-            status => Err(error::from_status(
-                status,
-                &what,
-                &answer.body,
-                &self.endpoint,
-            )),
+            status => Err(self.unexpected(status, &what, &answer.body)),
         }
+    }
+
+    /// The error for an answer `status` that `what` did not expect: the ARM
+    /// error if the body is one, else one naming this client's endpoint.
+    fn unexpected(&self, status: u16, what: &str, body: &str) -> RadiusError {
+        error::from_status(status, what, body, &self.endpoint)
     }
 
     /// Ask Radius for the resource groups of the `local` plane, only to
@@ -380,8 +356,10 @@ impl RadiusClient {
         let path =
             format!("/planes/radius/local/resourceGroups?api-version={RESOURCE_API_VERSION}");
         let answer = self.send(reqwest::Method::GET, &path, None, &what).await?;
-        match error::from_status(answer.status, &what, &answer.body, &self.endpoint) {
-            _ if (200..300).contains(&answer.status) => Ok(()),
+        if (200..300).contains(&answer.status) {
+            return Ok(());
+        }
+        match self.unexpected(answer.status, &what, &answer.body) {
             RadiusError::Arm { .. } => Ok(()),
             other => Err(other),
         }

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::RadiusClient;
-use crate::radius::error::{self, RadiusError};
+use crate::radius::error::RadiusError;
 use crate::radius::operation::{self, OperationKind, PollOutcome, ResumeToken};
 
 impl RadiusClient {
@@ -62,12 +62,7 @@ impl RadiusClient {
                     }),
                 )
             }
-            status => Err(error::from_status(
-                status,
-                &what,
-                &answer.body,
-                &self.endpoint,
-            )),
+            status => Err(self.unexpected(status, &what, &answer.body)),
         }
     }
 
@@ -100,12 +95,7 @@ impl RadiusClient {
                     }
                 }
             },
-            status => Err(error::from_status(
-                status,
-                &what,
-                &answer.body,
-                &self.endpoint,
-            )),
+            status => Err(self.unexpected(status, &what, &answer.body)),
         }
     }
 

@@ -63,6 +63,9 @@ pub struct Loader {
     pub tag_interval: Duration,
     /// Where signature checks are counted.
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// `--policy-label-selector`: the policies this controller loads (all
+    /// when `None`).
+    pub label_selector: Option<String>,
     failures: std::sync::Mutex<BTreeMap<String, u32>>,
 }
 
@@ -85,6 +88,7 @@ impl Loader {
             require_signatures: false,
             tag_interval: DEFAULT_TAG_INTERVAL,
             metrics: None,
+            label_selector: None,
             failures: Default::default(),
         })
     }
@@ -100,6 +104,12 @@ impl Loader {
         self.require_signatures = require_signatures;
         self.tag_interval = tag_interval;
         self.metrics = Some(metrics);
+        self
+    }
+
+    /// Load only the policies `selector` matches (`--policy-label-selector`).
+    pub fn with_label_selector(mut self, selector: Option<String>) -> Self {
+        self.label_selector = selector;
         self
     }
 }
@@ -123,7 +133,13 @@ pub async fn run(loader: Arc<Loader>, shutdown: CancellationToken) {
     let policies: Api<ReconcilePolicy> = Api::all(loader.client.clone());
     let (store, writer) = reflector::store();
     let registry = loader.registry.clone();
-    let trigger = watcher(policies, watcher::Config::default())
+    // A policy this controller does not select is never listed: it is not
+    // loaded, chosen or written here (another controller owns it).
+    let config = match &loader.label_selector {
+        Some(selector) => watcher::Config::default().labels(selector),
+        None => watcher::Config::default(),
+    };
+    let trigger = watcher(policies, config)
         .default_backoff()
         // Until the policies are listed nothing is decided: say why.
         .inspect_err(|error| tracing::warn!(%error, "watching ReconcilePolicy objects"))
