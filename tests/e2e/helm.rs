@@ -179,6 +179,8 @@ fn the_charts_values_become_the_controllers_arguments() {
         "--set",
         "probes.startup.failureThreshold=120",
         "--set",
+        "policyLabelSelector=radwasm.io/controller=a",
+        "--set",
         "extraArgs={--concurrency=4}",
     ]));
     let deployment = &chart[&("Deployment".to_string(), "shard-a".to_string())];
@@ -204,6 +206,7 @@ fn the_charts_values_become_the_controllers_arguments() {
             "--leader-election-lease=radwasm-shard-a",
             "--namespace=team",
             "--watch-label-selector=radapp.io/shard=a",
+            "--policy-label-selector=radwasm.io/controller=a",
             "--radius-url=http://10.233.0.1:7443",
             "--concurrency=4",
         ]
@@ -244,7 +247,7 @@ fn the_default_install_names_a_loadable_image_and_probes_each_question_apart() {
             .as_str()
             .map(str::to_string)
     };
-    assert_eq!(path("startupProbe").as_deref(), Some("/startupz"));
+    assert_eq!(path("startupProbe").as_deref(), Some("/startupz?wait=9s"));
     assert_eq!(path("livenessProbe").as_deref(), Some("/healthz"));
     assert_eq!(path("readinessProbe").as_deref(), Some("/readyz"));
     // No --radius-url: the API server's aggregated path.

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -18,8 +19,22 @@ use super::Metrics;
 /// stops the controller from working as it should (a CustomResourceDefinition
 /// whose schema would drop fields the controller writes), each under a key
 /// of its own so one report can be withdrawn without touching another.
-#[derive(Clone, Default)]
-pub struct Readiness(Arc<Mutex<ReadinessState>>);
+#[derive(Clone)]
+pub struct Readiness {
+    state: Arc<Mutex<ReadinessState>>,
+    /// Start-up is over (the caches have synced); `/startupz?wait=` waits
+    /// on it.
+    started: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Self {
+            state: Default::default(),
+            started: Arc::new(tokio::sync::watch::Sender::new(false)),
+        }
+    }
+}
 
 #[derive(Default)]
 struct ReadinessState {
@@ -31,20 +46,22 @@ struct ReadinessState {
 impl Readiness {
     /// The caches have synced. True the first time (so that is logged once).
     pub fn set_ready(&self) -> bool {
-        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        !std::mem::replace(&mut state.synced, true)
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let first = !std::mem::replace(&mut state.synced, true);
+        self.started.send_replace(true);
+        first
     }
 
     /// Keep the process unready for `reason` (under `key`) until
     /// [`Readiness::clear_problem`] is called with the same key.
     pub fn set_problem(&self, key: &str, reason: String) {
-        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.problems.insert(key.to_string(), reason);
     }
 
     /// Withdraw what was reported under `key`, if anything.
     pub fn clear_problem(&self, key: &str) {
-        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.problems.remove(key);
     }
 
@@ -52,7 +69,15 @@ impl Readiness {
     /// reported since (those keep `/readyz` at 503, not `/startupz`, so a
     /// reported problem never has the container restarted).
     pub fn has_started(&self) -> bool {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).synced
+        *self.started.borrow()
+    }
+
+    /// [`Readiness::has_started`], waiting up to `wait` for it.
+    pub async fn started_within(&self, wait: Duration) -> bool {
+        let mut started = self.started.subscribe();
+        tokio::time::timeout(wait, started.wait_for(|s| *s))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     pub fn is_ready(&self) -> bool {
@@ -61,7 +86,7 @@ impl Readiness {
 
     /// Why the process is not ready (one line per reason), or `None`.
     pub fn not_ready_because(&self) -> Option<String> {
-        let state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut reasons: Vec<String> = state.problems.values().cloned().collect();
         if !state.synced {
             reasons.insert(0, "caches not synced yet".to_string());
@@ -146,11 +171,37 @@ async fn decisions_handler(
     }
 }
 
+/// `?wait=9s` of `/startupz`.
+#[derive(serde::Deserialize)]
+struct StartupQuery {
+    wait: Option<String>,
+}
+
+/// The longest `/startupz?wait=` honoured.
+const STARTUP_WAIT_CAP: Duration = Duration::from_secs(60);
+
 /// The startup probe's question: has the first policy compiled and have the
 /// watch caches synced? Until then kubelet runs neither liveness nor
-/// readiness, so a slow first compile records no `Unhealthy` event.
-async fn startup_handler(State(state): State<ServerState>) -> impl IntoResponse {
-    if state.readiness.has_started() {
+/// readiness. With `?wait=DURATION` (humantime, at most a minute) the answer
+/// waits up to that long for start-up to end, so a probe whose timeout is
+/// longer than the start gets its first answer `200` and kubelet records
+/// no `Unhealthy` event for a start that was only slow.
+async fn startup_handler(
+    State(state): State<ServerState>,
+    axum::extract::Query(query): axum::extract::Query<StartupQuery>,
+) -> axum::response::Response {
+    let wait = match query.wait.as_deref().map(humantime::parse_duration) {
+        None => Duration::ZERO,
+        Some(Ok(wait)) => wait.min(STARTUP_WAIT_CAP),
+        Some(Err(error)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("wait: {error} (a duration such as 9s)\n"),
+            )
+                .into_response();
+        }
+    };
+    if state.readiness.started_within(wait).await {
         (StatusCode::OK, "started\n")
     } else {
         (
@@ -158,6 +209,7 @@ async fn startup_handler(State(state): State<ServerState>) -> impl IntoResponse 
             "starting: caches not synced yet\n",
         )
     }
+    .into_response()
 }
 
 async fn ready_handler(State(state): State<ServerState>) -> impl IntoResponse {
@@ -188,7 +240,27 @@ mod tests {
         assert_eq!(get("/healthz").await.expect("healthz").status(), 200);
         assert_eq!(get("/readyz").await.expect("readyz").status(), 503);
         assert_eq!(get("/startupz").await.expect("startupz").status(), 503);
+        let waited = std::time::Instant::now();
+        assert_eq!(
+            get("/startupz?wait=200ms")
+                .await
+                .expect("startupz")
+                .status(),
+            503
+        );
+        assert!(waited.elapsed() >= Duration::from_millis(200));
+        assert_eq!(
+            get("/startupz?wait=soon").await.expect("startupz").status(),
+            400
+        );
+        // A probe waiting when start-up ends is answered then.
+        let waiting = tokio::spawn(get("/startupz?wait=30s"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(readiness.set_ready(), "the first time");
+        assert_eq!(
+            waiting.await.expect("join").expect("startupz").status(),
+            200
+        );
         assert_eq!(get("/startupz").await.expect("startupz").status(), 200);
         assert!(!readiness.set_ready(), "not again");
         assert_eq!(get("/readyz").await.expect("readyz").status(), 200);
