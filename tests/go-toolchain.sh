@@ -1,5 +1,5 @@
 # Sourced by the test tools' build scripts (tests/kube/build.sh,
-# tests/helm/build.sh): sets go_cmd to the Go toolchain to build with, or
+# tests/node/build.sh, tests/go-tool.sh): sets go_cmd to the Go toolchain to build with, or
 # exits. GO=/path/to/go picks it; otherwise `go` on PATH, then
 # /usr/local/go/bin/go.
 go_cmd="${GO:-}"

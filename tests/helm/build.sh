@@ -3,53 +3,10 @@
 # tests of the chart in deploy/chart. Test tooling only: nothing here is part
 # of the product.
 #
-# The binary goes to target/helm-bin/<helm-version>/helm at the repository
-# root and is reused while it is there and was built from the same inputs.
-# The last line printed on stdout is its path; progress goes to stderr.
-# Needs Go and, the first time, the Go module proxy (or a module cache holding
-# the modules in go.sum). GO=/path/to/go picks the toolchain.
+# The binary goes to target/helm-bin/<helm-version>/helm; the last line
+# printed on stdout is its path (tests/go-tool.sh says how it is cached).
 set -euo pipefail
-
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-
-version="$(awk '($1 == "require" && $2 == "helm.sh/helm/v3") { print $3 }' "$here/go.mod" | head -n 1)"
-if [[ -z "$version" ]]; then
-  echo "build.sh: cannot read the helm version from tests/helm/go.mod" >&2
-  exit 1
-fi
-out="$root/target/helm-bin/$version"
-goflags="-mod=readonly -trimpath -buildvcs=false"
-ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$version"
-want="$( (cd "$here" && cat go.mod go.sum tools.go && printf '%s\n' "$goflags" "$ldflags") | sha256sum | cut -d' ' -f1)"
-
-built() { [[ -x "$out/helm" && -f "$out/.inputs" && "$(cat "$out/.inputs")" == "$want" ]]; }
-if built; then
-  echo "$out/helm"
-  exit 0
-fi
-
-# shellcheck source=../go-toolchain.sh
-source "$here/../go-toolchain.sh"
-
-# One build at a time, whoever asks.
-mkdir -p "$out"
-exec 9> "$out/.lock"
-flock 9
-if built; then
-  echo "$out/helm"
-  exit 0
-fi
-echo "build.sh: building helm $version into $out" >&2
-start=$(date +%s)
-nice=()
-if command -v nice > /dev/null 2>&1; then nice=(nice -n 10); fi
-(
-  cd "$here"
-  CGO_ENABLED=0 GOFLAGS="$goflags" GOTOOLCHAIN=local \
-    "${nice[@]}" "$go_cmd" build -ldflags "$ldflags" -o "$out/helm.tmp" helm.sh/helm/v3/cmd/helm
-)
-mv "$out/helm.tmp" "$out/helm"
-echo "$want" > "$out/.inputs"
-echo "build.sh: helm built in $(($(date +%s) - start)) s" >&2
-echo "$out/helm"
+# shellcheck source=../go-tool.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../go-tool.sh"
+go_tool_build helm helm.sh/helm/v3 helm.sh/helm/v3/cmd/helm \
+  helm.sh/helm/v3/internal/version.version

@@ -182,7 +182,7 @@ pub async fn warn_if_not_an_output(ctx: &Context, resource: &DeploymentResource)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::runtime::watcher;
@@ -205,10 +205,21 @@ mod tests {
     }
 
     fn resource(id: &str, owner_uid: &str, labelled: bool) -> DeploymentResource {
+        let mut resource = child(id, owner_uid, labelled);
+        resource.metadata.name = Some("r".into());
+        resource.metadata.uid = Some("uid-r".into());
+        resource
+    }
+
+    /// A `DeploymentResource` for `id` (named after its last segment), the
+    /// controller child of template `app` with uid `owner_uid`, labelled
+    /// with that uid if `labelled` (radwasm created it) or not (Radius's
+    /// controller, or a hand).
+    pub(crate) fn child(id: &str, owner_uid: &str, labelled: bool) -> DeploymentResource {
         let mut resource: DeploymentResource = serde_json::from_value(serde_json::json!({
             "apiVersion": "radapp.io/v1alpha3",
             "kind": "DeploymentResource",
-            "metadata": {"name": "r", "namespace": "default", "uid": "uid-r"},
+            "metadata": {"name": id.rsplit('/').next(), "namespace": "default"},
             "spec": {"id": id},
         }))
         .expect("resource");

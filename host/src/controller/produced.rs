@@ -114,7 +114,7 @@ pub async fn mark_before_replacing(
 mod tests {
     use super::*;
     use crate::controller::ownership::produced_by;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use crate::controller::ownership::tests::child;
     use proptest::prelude::*;
 
     const SCOPE: &str = "/planes/radius/local/resourceGroups/default";
@@ -132,31 +132,6 @@ mod tests {
             ..Default::default()
         });
         template
-    }
-
-    /// A child of `owner_uid` for `id`, labelled with the uid if `labelled`
-    /// (radwasm created it) or not (Radius's controller, or a hand).
-    fn child(id: &str, owner_uid: &str, labelled: bool) -> DeploymentResource {
-        let mut resource: DeploymentResource = serde_json::from_value(json!({
-            "apiVersion": "radapp.io/v1alpha3",
-            "kind": "DeploymentResource",
-            "metadata": {"name": id.rsplit('/').next(), "namespace": "default"},
-            "spec": {"id": id},
-        }))
-        .expect("resource");
-        resource.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: "radapp.io/v1alpha3".into(),
-            kind: "DeploymentTemplate".into(),
-            name: "app".into(),
-            uid: owner_uid.into(),
-            controller: Some(true),
-            ..Default::default()
-        }]);
-        if labelled {
-            resource.metadata.labels =
-                Some([(OWNER_UID_LABEL.to_string(), owner_uid.to_string())].into());
-        }
-        resource
     }
 
     fn label(resource: &mut DeploymentResource) {

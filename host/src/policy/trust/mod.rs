@@ -291,7 +291,12 @@ mod tests {
         assert!(unsigned.to_string().contains(&signature_tag(DIGEST)));
         let unknown = verify(&[layer(DIGEST, &signer)], DIGEST, &[stranger_pub]).unwrap_err();
         assert_eq!(unknown.reason(), "SignatureUntrusted");
-        let other = verify(&[layer(OTHER, &signer)], DIGEST, &[signer_pub.clone()]).unwrap_err();
+        let other = verify(
+            &[layer(OTHER, &signer)],
+            DIGEST,
+            std::slice::from_ref(&signer_pub),
+        )
+        .unwrap_err();
         assert_eq!(other.reason(), "SignatureDigestMismatch");
         assert!(other.to_string().contains(OTHER), "{other}");
         let mut tampered = layer(DIGEST, &signer);
