@@ -21,7 +21,8 @@ use super::Metrics;
 /// of its own so one report can be withdrawn without touching another.
 #[derive(Clone)]
 pub struct Readiness {
-    state: Arc<Mutex<ReadinessState>>,
+    /// What keeps the process unready, by key; reported in `/readyz`.
+    problems: Arc<Mutex<std::collections::BTreeMap<String, String>>>,
     /// Start-up is over (the caches have synced); `/startupz?wait=` waits
     /// on it.
     started: Arc<tokio::sync::watch::Sender<bool>>,
@@ -30,39 +31,29 @@ pub struct Readiness {
 impl Default for Readiness {
     fn default() -> Self {
         Self {
-            state: Default::default(),
+            problems: Default::default(),
             started: Arc::new(tokio::sync::watch::Sender::new(false)),
         }
     }
 }
 
-#[derive(Default)]
-struct ReadinessState {
-    synced: bool,
-    /// What keeps the process unready, by key; reported in `/readyz`.
-    problems: std::collections::BTreeMap<String, String>,
-}
-
 impl Readiness {
     /// The caches have synced. True the first time (so that is logged once).
     pub fn set_ready(&self) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let first = !std::mem::replace(&mut state.synced, true);
-        self.started.send_replace(true);
-        first
+        !self.started.send_replace(true)
     }
 
     /// Keep the process unready for `reason` (under `key`) until
     /// [`Readiness::clear_problem`] is called with the same key.
     pub fn set_problem(&self, key: &str, reason: String) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.problems.insert(key.to_string(), reason);
+        let mut problems = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+        problems.insert(key.to_string(), reason);
     }
 
     /// Withdraw what was reported under `key`, if anything.
     pub fn clear_problem(&self, key: &str) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.problems.remove(key);
+        let mut problems = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+        problems.remove(key);
     }
 
     /// Start-up is over: the caches have synced, whatever problems are
@@ -86,9 +77,9 @@ impl Readiness {
 
     /// Why the process is not ready (one line per reason), or `None`.
     pub fn not_ready_because(&self) -> Option<String> {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let mut reasons: Vec<String> = state.problems.values().cloned().collect();
-        if !state.synced {
+        let problems = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reasons: Vec<String> = problems.values().cloned().collect();
+        if !self.has_started() {
             reasons.insert(0, "caches not synced yet".to_string());
         }
         (!reasons.is_empty()).then(|| reasons.join("\n"))
