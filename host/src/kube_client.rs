@@ -15,8 +15,25 @@ use tower::{Layer, Service};
 
 use crate::metrics::Metrics;
 
-/// A client for `config` whose requests are counted in `metrics`.
-pub fn counted_client(config: kube::Config, metrics: Arc<Metrics>) -> kube::Result<kube::Client> {
+/// A client for `config` whose requests are counted in `metrics`, sent
+/// with radwasm's `User-Agent` unless `config` names one: `managedFields`
+/// then say `radwasm` owns the finalizers, annotations and status it
+/// writes, and a server-side apply that conflicts with them names it
+/// (kube sends no `User-Agent`, which the API server records as `unknown`).
+pub fn counted_client(
+    mut config: kube::Config,
+    metrics: Arc<Metrics>,
+) -> kube::Result<kube::Client> {
+    if !config
+        .headers
+        .iter()
+        .any(|(name, _)| name == http::header::USER_AGENT)
+    {
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(crate::USER_AGENT),
+        ));
+    }
     Ok(ClientBuilder::try_from(config)?
         .with_layer(&CountRequests { metrics })
         .build())

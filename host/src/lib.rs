@@ -22,3 +22,8 @@ pub mod runner;
 pub mod scaffold;
 
 pub mod telemetry;
+
+/// The `User-Agent` of every request radwasm sends: to Kubernetes (where the
+/// API server names the field manager of a write after the part before
+/// `/`, so `managedFields` say `radwasm`), to Radius and to registries.
+pub const USER_AGENT: &str = concat!("radwasm/", env!("CARGO_PKG_VERSION"));

@@ -326,7 +326,14 @@ async fn churn_with_faults_converges_and_keeps_every_invariant() {
     );
     let mut rng = StdRng::seed_from_u64(seed);
     let started = Instant::now();
-    let mut system = System::start_on(Backend::Embedded, &[], Duration::from_millis(300)).await;
+    // The last decisions are kept in memory, so a template that does not
+    // converge can be explained by what its policy saw and answered.
+    let mut system = System::start_on(
+        Backend::Embedded,
+        &["--decision-ring", "5000"],
+        Duration::from_millis(300),
+    )
+    .await;
     for namespace in NAMESPACES {
         system.create_namespace(namespace).await;
     }
@@ -848,6 +855,7 @@ async fn churn_with_faults_converges_and_keeps_every_invariant() {
         // What the controller said of each template not Ready, and the whole
         // log in a file, to find out why.
         let logs = system.all_logs();
+        let decisions = system.scrape("/debug/decisions").await;
         let mut about = String::new();
         for t in templates.iter().filter(|t| {
             !t.status.as_ref().is_some_and(|s| {
@@ -861,6 +869,13 @@ async fn churn_with_faults_converges_and_keeps_every_invariant() {
                 t.metadata.name.clone().unwrap_or_default()
             );
             let lines: Vec<&str> = logs.lines().filter(|l| l.contains(&key)).collect();
+            let object = format!("\"object\":\"{key}\"");
+            let decided: Vec<&str> = decisions.lines().filter(|l| l.contains(&object)).collect();
+            about.push_str(&format!("--- the last decisions about {key} ---\n"));
+            for line in decided.iter().rev().take(2).rev() {
+                about.push_str(line);
+                about.push('\n');
+            }
             about.push_str(&format!(
                 "--- the controller's last lines about {key} ---\n"
             ));

@@ -96,6 +96,34 @@ async fn a_template_becomes_ready_with_one_owned_resource_per_output() {
     for reason in ["DeploymentStarted", "DeploymentSucceeded"] {
         system.wait_event("app", reason).await;
     }
+    // The real API server names the controller's field manager `radwasm`
+    // (from its User-Agent): the finalizer and the status are its own.
+    // (The embedded one keeps no managedFields.)
+    if crate::harness::Backend::from_env() == crate::harness::Backend::Real {
+        let template = system.templates().get("app").await.expect("get app");
+        let managers: Vec<(String, Option<String>, String)> = template
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .map(|entry| {
+                (
+                    entry.manager.clone().unwrap_or_default(),
+                    entry.subresource.clone(),
+                    serde_json::to_string(&entry.fields_v1).unwrap_or_default(),
+                )
+            })
+            .collect();
+        let owns = |subresource: Option<&str>, field: &str| {
+            managers.iter().any(|(manager, sub, fields)| {
+                manager == "radwasm" && sub.as_deref() == subresource && fields.contains(field)
+            })
+        };
+        assert!(
+            owns(None, "f:finalizers") && owns(Some("status"), "f:status"),
+            "managedFields name radwasm as the manager of the finalizer and the status: {managers:#?}"
+        );
+    }
     system.shutdown().await;
 }
 

@@ -103,7 +103,7 @@ impl Endpoint {
             .timeout(timeout)
             .connect_timeout(timeout.min(std::time::Duration::from_secs(5)))
             .danger_accept_invalid_certs(self.accept_invalid_certs)
-            .user_agent(concat!("radwasm/", env!("CARGO_PKG_VERSION")));
+            .user_agent(crate::USER_AGENT);
         for der in &self.root_certs {
             let certificate = reqwest::Certificate::from_der(der)
                 .map_err(|e| RadiusError::Config(format!("cluster CA certificate: {e}")))?;

@@ -58,7 +58,6 @@ pub const OCI_MANIFEST_MEDIA_TYPE: &str = manifest::OCI_IMAGE_MEDIA_TYPE;
 const CREATED: &str = "1970-01-01T00:00:00Z";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
-const USER_AGENT: &str = concat!("radwasm/", env!("CARGO_PKG_VERSION"));
 
 /// Manifest media types a pull asks for: an OCI image manifest is the
 /// layout; the others are accepted only to say precisely what was found.
@@ -344,7 +343,7 @@ fn client(reference: &str, options: &OciOptions) -> Result<Client, OciError> {
         platform_resolver: None,
         connect_timeout: Some(CONNECT_TIMEOUT),
         read_timeout: Some(READ_TIMEOUT),
-        user_agent: USER_AGENT,
+        user_agent: crate::USER_AGENT,
         ..ClientConfig::default()
     };
     Client::try_from(config).map_err(|error| OciError::Registry {
