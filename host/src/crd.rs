@@ -322,7 +322,8 @@ pub struct DeploymentTemplateStatus {
 pub struct DeploymentResourceSpec {
     /// The Radius resource id.
     pub id: String,
-    /// The owner template's provider config when this object was created.
+    /// Not written by this controller (nor by Radius's); accepted on objects
+    /// an earlier version wrote with the owner template's provider config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_config: Option<ProviderConfig>,
 }

@@ -321,6 +321,16 @@ async fn deleting_a_template_deletes_radius_resources_in_a_safe_order() {
         .faults()
         .set_delete_duration(Duration::from_millis(100));
     let deletes_before = system.radius().stats().deleted.len();
+    let template_writes = |metrics: &str| {
+        crate::harness::metric_sum(
+            metrics,
+            "radwasm_kube_requests_total{verb=\"patch\",resource=\"deploymenttemplates\"",
+        ) + crate::harness::metric_sum(
+            metrics,
+            "radwasm_kube_requests_total{verb=\"get\",resource=\"deploymenttemplates\"",
+        )
+    };
+    let writes_before = template_writes(&system.metrics().await);
 
     system
         .templates()
@@ -332,6 +342,22 @@ async fn deleting_a_template_deletes_radius_resources_in_a_safe_order() {
         radius_ids(&system).is_empty(),
         "left in Radius: {:?}",
         radius_ids(&system)
+    );
+    // Three waves, and the final event counts all three resources; the
+    // count is kept in memory (nothing is kept in Radius), so the only
+    // template write besides status is the finalizer's removal, and no
+    // template is read one by one.
+    let events = system.wait_event("app", "Deleted").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e == "Deleted all resources deleted (3 resources)"),
+        "{events:?}"
+    );
+    assert_eq!(
+        template_writes(&system.metrics().await) - writes_before,
+        1.0,
+        "template patches and gets while deleting"
     );
     assert!(system.owned("app").await.is_empty());
     let stats = system.radius().stats();

@@ -55,6 +55,30 @@ fn meta(meta: &ObjectMeta) -> model::ObjectMeta {
     }
 }
 
+/// A template's deletion tally as its policy sees it: the annotation's
+/// counts and those the host keeps unwritten (see `memory::tally`), under
+/// the annotation's name. An object not being deleted is shown as it is.
+fn with_unwritten_tally(
+    mut meta: model::ObjectMeta,
+    ctx: &Context,
+    object: &DeploymentTemplate,
+) -> model::ObjectMeta {
+    if !meta.deletion_requested {
+        return meta;
+    }
+    let unwritten = ctx.memory.tallies.unwritten(&super::object::key(object));
+    if unwritten == model::annotations::DeletionTally::default() {
+        return meta;
+    }
+    let written = model::annotations::deletion_tally(&meta.annotations).unwrap_or_default();
+    let shown = super::memory::add_tallies(written, unwritten);
+    if let Ok(text) = serde_json::to_string(&shown) {
+        meta.annotations
+            .insert(model::annotations::DELETION_TALLY.to_string(), text);
+    }
+    meta
+}
+
 pub fn conditions(conditions: &[Condition]) -> Vec<model::Condition> {
     conditions
         .iter()
@@ -160,7 +184,7 @@ pub async fn template(
     });
 
     Ok(model::TemplateObservation {
-        meta: meta(object.meta()),
+        meta: with_unwritten_tally(meta(object.meta()), ctx, object),
         spec: model::TemplateSpec {
             template: spec.template.clone(),
             parameters: spec.parameters.clone(),

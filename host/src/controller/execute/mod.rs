@@ -11,13 +11,14 @@
 //! Events (`events.rs`) each have a file.
 
 use kube::ResourceExt;
-use radwasm_policy_model::annotations::DeletionTally;
+use radwasm_policy_model::annotations::{DeletionTally, deletion_tally};
 use radwasm_policy_model::{
     RESOURCE_FINALIZER, ResourceAction, ResourceObservation, TEMPLATE_FINALIZER, TemplateAction,
     TemplateObservation,
 };
 
 use super::deployment_records;
+use super::memory::add_tallies;
 use super::object::{Executed, Reconciled, key};
 use super::status::{Current, StatusPatch};
 use super::writes::{Finalizer, set_finalizer, write_status};
@@ -176,8 +177,18 @@ pub async fn template_plan(
     }
     if tally != DeletionTally::default() && object.metadata.deletion_timestamp.is_some() {
         // Counted after the children were deleted: a controller stopped in
-        // between counts fewer, never one twice.
-        record_tally(ctx, object, tally).await?;
+        // between counts fewer, never one twice. Kept in memory (see
+        // `memory::tally`) until a resource is left in Radius; from then
+        // on written, with all counted before.
+        let key = key(object);
+        let annotated = deletion_tally(object.annotations()).is_some();
+        if tally.kept > 0 || annotated {
+            let unwritten = ctx.memory.tallies.unwritten(&key);
+            record_tally(ctx, object, add_tallies(unwritten, tally)).await?;
+            ctx.memory.tallies.written(&key);
+        } else {
+            ctx.memory.tallies.add(&key, tally);
+        }
     }
     let annotation_holds = annotated.as_ref().map_or_else(
         || deployment_records::annotation_holds(object, &deployments),

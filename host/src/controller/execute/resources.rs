@@ -57,9 +57,13 @@ pub(super) async fn create_resource(
             finalizers: Some(vec![RESOURCE_FINALIZER.to_string()]),
             ..Default::default()
         },
+        // Only the id, as Radius's controller writes it: every field is
+        // held again, decoded, in each of the object's versions the API
+        // server's watch cache keeps (the scope is read from the owner
+        // template when it is needed).
         spec: DeploymentResourceSpec {
             id: create.radius_id.clone(),
-            provider_config: object.spec.provider_config(),
+            provider_config: None,
         },
         status: None,
     };
@@ -206,10 +210,7 @@ pub(super) async fn record_tally(
             }
         };
         let before = model::annotations::deletion_tally(fresh.annotations()).unwrap_or_default();
-        let after = model::annotations::DeletionTally {
-            deleted: before.deleted.saturating_add(plan.deleted),
-            kept: before.kept.saturating_add(plan.kept),
-        };
+        let after = crate::controller::memory::add_tallies(before, plan);
         let text = format!(r#"{{"deleted":{},"kept":{}}}"#, after.deleted, after.kept);
         let patch = serde_json::json!({
             "metadata": {

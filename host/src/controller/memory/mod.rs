@@ -10,17 +10,20 @@
 //! | drift-check schedule, when a resource was found missing | `drift.rs` | `drift.rs` of the controller |
 //! | the inputs of a decision that left nothing to do | `decisions.rs` | the driver |
 //! | a deployment's operation, by the record written before it | `decisions.rs` | `execute.rs`, `observe.rs` |
+//! | a template deletion's counts not written in its annotation | `tally.rs` | `execute.rs`, `observe.rs` |
 //!
 //! An object's state in a part goes when it is empty, when it has not been
 //! touched for [`IDLE_TTL`], when the part holds more than its cap (the
 //! least recently touched go first), or when the object is deleted
 //! ([`ObjectMemory::forget`]). Losing any of it is safe: a backoff starts
-//! again from its first step, a decision waits less or decides once more.
+//! again from its first step, a decision waits less or decides once more,
+//! a template's final `Deleted` event counts fewer resources deleted.
 
 mod backoff;
 mod decisions;
 mod drift;
 mod expectations;
+mod tally;
 mod versions;
 
 use std::collections::HashMap;
@@ -31,6 +34,7 @@ pub use backoff::{ErrorBackoff, MAX_ERROR_BACKOFF, MIN_MUTATION_RETRY, Pacing};
 pub use decisions::{Settled, StartedOperation};
 pub use drift::DriftSchedule;
 pub use expectations::{EXPECTATION_TTL, Expectations};
+pub use tally::{UnwrittenTally, add_tallies};
 pub use versions::WrittenVersions;
 
 /// State untouched for this long is forgotten.
@@ -140,6 +144,7 @@ pub struct ObjectMemory {
     pub drift: PerObject<DriftSchedule>,
     pub settled: PerObject<Settled>,
     pub operations: PerObject<StartedOperation>,
+    pub tallies: PerObject<UnwrittenTally>,
 }
 
 impl Default for ObjectMemory {
@@ -159,6 +164,7 @@ impl ObjectMemory {
             drift: PerObject::with_cap(cap),
             settled: PerObject::with_cap(cap),
             operations: PerObject::with_cap(cap),
+            tallies: PerObject::with_cap(cap),
         }
     }
 
@@ -173,6 +179,7 @@ impl ObjectMemory {
             self.drift.len(),
             self.settled.len(),
             self.operations.len(),
+            self.tallies.len(),
         ]
         .into_iter()
         .max()
@@ -193,6 +200,7 @@ impl ObjectMemory {
         self.drift.forget(key);
         self.settled.forget(key);
         self.operations.forget(key);
+        self.tallies.forget(key);
     }
 }
 
