@@ -181,6 +181,10 @@ fn the_charts_values_become_the_controllers_arguments() {
         "--set",
         "policyLabelSelector=radwasm.io/controller=a",
         "--set",
+        "kubeApi.qps=50",
+        "--set",
+        "kubeApi.burst=100",
+        "--set",
         "extraArgs={--concurrency=4}",
     ]));
     let deployment = &chart[&("Deployment".to_string(), "shard-a".to_string())];
@@ -207,6 +211,8 @@ fn the_charts_values_become_the_controllers_arguments() {
             "--namespace=team",
             "--watch-label-selector=radapp.io/shard=a",
             "--policy-label-selector=radwasm.io/controller=a",
+            "--kube-api-qps=50",
+            "--kube-api-burst=100",
             "--radius-url=http://10.233.0.1:7443",
             "--concurrency=4",
         ]

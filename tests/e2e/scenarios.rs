@@ -1125,3 +1125,39 @@ async fn two_templates_deploying_the_same_radius_resource_do_not_share_its_track
     assert_eq!(app.status.expect("status").output_resources.len(), 3);
     system.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_held_to_a_request_rate_converges_and_a_bad_rate_is_refused() {
+    // Held to 10 requests a second (its watches' first requests included),
+    // the controller still deploys and tracks, only at that pace.
+    let system = System::start(&["--kube-api-qps", "10", "--kube-api-burst", "2"]).await;
+    system.create(&app_template("app")).await;
+    system.wait_phase("app", "Ready").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while system.owned("app").await.len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "resources: {:?}\n{}",
+            system.owned("app").await,
+            system.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(system.radius().stats().deployment_puts, 1);
+    system.shutdown().await;
+
+    // A rate that is not one stops the controller before it starts, naming
+    // the flag.
+    for bad in ["fast", "-1", "inf"] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_radwasm"))
+            .args(["run".to_string(), format!("--kube-api-qps={bad}")])
+            .output()
+            .expect("run radwasm");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains("--kube-api-qps") && stderr.contains("not a request rate"),
+            "{bad}: {stderr}"
+        );
+    }
+}

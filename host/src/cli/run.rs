@@ -46,6 +46,16 @@ pub struct ControllerArgs {
     /// due.
     #[arg(long, default_value_t = 16)]
     pub concurrency: u16,
+    /// Requests a second to the Kubernetes API server, on average, as
+    /// client-go's QPS (0, the default: no limit). A limit slows the
+    /// controller to that pace, and with it what the API server holds for
+    /// its writes (docs/benchmarks.md).
+    #[arg(long, default_value_t = 0.0, value_name = "QPS", value_parser = parse_qps)]
+    pub kube_api_qps: f64,
+    /// Requests sent at once before `--kube-api-qps` paces them (0, the
+    /// default: the QPS rounded up).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub kube_api_burst: u32,
     /// Reconcile only the DeploymentTemplates whose labels match this
     /// Kubernetes label selector (`radapp.io/shard=a`), and the
     /// DeploymentResources they create, which carry their labels: one
@@ -140,6 +150,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|error| format!("{text:?} is not a duration like 500ms, 2s or 10m: {error}"))
 }
 
+/// A request rate on the command line: a finite number, 0 or more.
+fn parse_qps(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(qps) if qps.is_finite() && qps >= 0.0 => Ok(qps),
+        _ => Err(format!(
+            "{text:?} is not a request rate: a number of requests a second, 0 or more (0: no limit)"
+        )),
+    }
+}
+
 /// Load kube config from a path, or infer it.
 pub async fn kube_config(path: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
     match path {
@@ -169,6 +189,10 @@ pub struct ControllerHost {
     pub policy: PolicySlot,
     engine: PolicyEngine,
     ctx: Arc<Context>,
+    /// The client leader election renews its Lease with: not held to
+    /// `--kube-api-qps`, so a renewal never waits behind the controller's
+    /// own writes and the Lease is not lost to the limit.
+    lease_client: kube::Client,
     options: Options,
     reload_interval: Duration,
     insecure_registries: Vec<String>,
@@ -198,7 +222,11 @@ impl ControllerHost {
         let policy = PolicySlot::load(engine.clone(), Source::parse(&args.policy))
             .with_context(|| format!("loading policy {}", args.policy))?;
         tracing::info!(policy = %policy.current().display_name(), digest = %policy.current().digest(), "policy loaded");
-        let client = crate::kube_client::counted_client(config, metrics.clone())
+        let throttle = crate::kube_client::Throttle::new(args.kube_api_qps, args.kube_api_burst);
+        let lease_client =
+            crate::kube_client::counted_client(config.clone(), metrics.clone(), None)
+                .context("building the Kubernetes client")?;
+        let client = crate::kube_client::counted_client(config, metrics.clone(), throttle)
             .context("building the Kubernetes client")?;
         let radius =
             RadiusClient::new(radius, RetryPolicy::default())?.with_metrics(metrics.clone());
@@ -216,6 +244,7 @@ impl ControllerHost {
             policy_tag_interval: args.policy_tag_interval,
             policy_label_selector: args.policy_label_selector.clone(),
             ctx,
+            lease_client,
             options: Options {
                 namespace: args.namespace.clone(),
                 concurrency: args.concurrency,
@@ -228,6 +257,11 @@ impl ControllerHost {
     /// The Kubernetes client the controllers use.
     pub fn client(&self) -> kube::Client {
         self.ctx.client.clone()
+    }
+
+    /// The Kubernetes client for the leader election Lease (never throttled).
+    pub fn lease_client(&self) -> kube::Client {
+        self.lease_client.clone()
     }
 
     /// Through the API server's aggregated path (no `--radius-url`), ask
@@ -487,7 +521,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         // once its caches have synced, leader or not (docs/crds.md,
         // "Leader election"): it takes over with a warm cache, and a
         // rolling update is not held up by a replica that waits to lead.
-        let mut elector = LeaderElector::new(host.client(), settings);
+        let mut elector = LeaderElector::new(host.lease_client(), settings);
         // Reconciling stops on shutdown or the moment leadership is lost.
         let stop = shutdown.child_token();
         let (leads, leading) = tokio::sync::oneshot::channel::<()>();

@@ -15,7 +15,12 @@ use tower::{Layer, Service};
 
 use crate::metrics::Metrics;
 
-/// A client for `config` whose requests are counted in `metrics`, sent
+mod throttle;
+pub use throttle::Throttle;
+
+/// A client for `config` whose requests are counted in `metrics` and, with
+/// `throttle`, limited in rate (a request waits for its turn before it is
+/// counted and sent); sent
 /// with radwasm's `User-Agent` unless `config` names one: `managedFields`
 /// then say `radwasm` owns the finalizers, annotations and status it
 /// writes, and a server-side apply that conflicts with them names it
@@ -23,6 +28,7 @@ use crate::metrics::Metrics;
 pub fn counted_client(
     mut config: kube::Config,
     metrics: Arc<Metrics>,
+    throttle: Option<Throttle>,
 ) -> kube::Result<kube::Client> {
     if !config
         .headers
@@ -34,9 +40,11 @@ pub fn counted_client(
             http::HeaderValue::from_static(crate::USER_AGENT),
         ));
     }
-    Ok(ClientBuilder::try_from(config)?
-        .with_layer(&CountRequests { metrics })
-        .build())
+    let builder = ClientBuilder::try_from(config)?.with_layer(&CountRequests { metrics });
+    Ok(match throttle {
+        Some(throttle) => builder.with_layer(&throttle).build(),
+        None => builder.build(),
+    })
 }
 
 /// The layer: wraps kube's service in [`Counted`].
