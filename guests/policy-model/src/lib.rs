@@ -43,10 +43,12 @@ pub mod annotations {
     /// What a template does when resources it deployed are found missing in
     /// Radius: `redeploy` (default) or `report`.
     pub const DRIFT: &str = "radapp.io/drift";
-    /// Kept by the host on a template being deleted: how many of its
+    /// Shown by the host on a template being deleted: how many of its
     /// `DeploymentResource`s its plans deleted and detached so far, as
-    /// `{"deleted":N,"kept":M}`. A policy reads it with [`deletion_tally`]
-    /// to say, when the template goes, what became of its resources.
+    /// `{"deleted":N,"kept":M}` (kept in the host's memory, and written on
+    /// the template once a child is kept in Radius). A policy reads it with
+    /// [`deletion_tally`] to say, when the template goes, what became of
+    /// its resources.
     pub const DELETION_TALLY: &str = "radwasm.io/deletion-tally";
 
     /// What a template's deletion did to its `DeploymentResource`s so far.
