@@ -295,6 +295,22 @@ fn checked_by_admission(permission: &Permission) -> bool {
     permission.1.ends_with("/finalizers") && permission.2 == "update"
 }
 
+/// Grants used only on a path this lifecycle does not take, each with the
+/// scenario that takes it as the controller's own ServiceAccount (under
+/// `deploy/rbac.yaml`) on the real API server, where a missing grant fails.
+fn used_beyond_the_lifecycle(permission: &Permission) -> bool {
+    // A template is read fresh only to add to its deletion tally, which is
+    // written once a policy keeps a child in Radius: the lifecycle's policy
+    // keeps none; `layers::a_layer_keeps_the_data_store_of_a_deleted_template`
+    // does.
+    *permission
+        == (
+            "radapp.io".to_string(),
+            "deploymenttemplates".to_string(),
+            "get".to_string(),
+        )
+}
+
 /// The shared real cluster, an admin client for it, and the committed
 /// rules; `None` when the real control plane is to be skipped.
 pub(crate) async fn setup() -> Option<(ClusterHandle, Client, CommittedRules)> {
@@ -337,7 +353,7 @@ async fn the_controller_uses_every_permission_deploy_rbac_grants() {
         .collect();
     let unused: Vec<&Permission> = granted
         .iter()
-        .filter(|p| !used.contains(*p) && !checked_by_admission(p))
+        .filter(|p| !used.contains(*p) && !checked_by_admission(p) && !used_beyond_the_lifecycle(p))
         .collect();
     assert!(
         unused.is_empty(),
