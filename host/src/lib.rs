@@ -1,10 +1,29 @@
 //! radwasm: a Kubernetes controller host for Radius `DeploymentTemplate`s whose
 //! reconcile policy runs in sandboxed WebAssembly components.
 //!
-//! Map of the crate: [`policy`] runs guests, [`radius`] talks to Radius,
-//! [`crd`] holds the custom resource types, [`manifest`] generates
-//! `DeploymentTemplate` manifests from Bicep or ARM templates, [`cli`] is the
-//! command line.
+//! Map of the crate:
+//!
+//! - [`controller`]: the template and resource controllers, one reconcile
+//!   path (observe, decide, guard, execute) for both kinds;
+//! - [`runner`]: the queue and runner every controller runs on;
+//! - [`reconcile_policy`]: `ReconcilePolicy` objects, their loader and the
+//!   registry that chooses the policy for each object;
+//! - [`policy`]: where policy components come from, loading and running
+//!   guests, decision records;
+//! - [`radius`]: the Radius (UCP) client;
+//! - [`kube_client`]: the Kubernetes client, counting (and, with
+//!   `--kube-api-qps`, pacing) its requests;
+//! - [`leader`]: leader election on a Lease;
+//! - [`crd`]: the `DeploymentTemplate` and `DeploymentResource` types;
+//!   [`crd_schema`]: CRD schemas compared field by field;
+//! - [`manifest`]: `DeploymentTemplate` manifests from Bicep or ARM
+//!   templates;
+//! - [`scaffold`]: the policy layers `radwasm policy new` writes;
+//! - [`go_text`]: JSON exactly as Go writes it;
+//! - [`metrics`]: Prometheus metrics, and the server of metrics, probes
+//!   and decision records; [`telemetry`]: logging;
+//! - [`cli`]: the command line, each subcommand parsing its arguments and
+//!   calling the library.
 
 pub mod cli;
 pub mod controller;

@@ -184,7 +184,8 @@ pub fn metrics_and_records(args: &ControllerArgs) -> anyhow::Result<(Arc<Metrics
     Ok((metrics, records))
 }
 
-/// A running controller host: call [`ControllerHost::wait`] to run it until shutdown.
+/// The controller host, its policy loaded and its clients built by
+/// [`ControllerHost::new`]: [`ControllerHost::run`] runs it until shutdown.
 pub struct ControllerHost {
     pub policy: PolicySlot,
     engine: PolicyEngine,
