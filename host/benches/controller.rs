@@ -53,8 +53,8 @@
 //! started (except `resync`'s own settings); without it each runs with
 //! `radwasm run`'s default. The Radius simulator runs in this process on
 //! 127.0.0.1 and stops with it; the controller is a separate process so its
-//! memory is its own. See `docs/benchmarks.md` for figures and how the
-//! baseline is measured.
+//! memory is its own. See `docs/benchmarks-scale.md` for figures and how
+//! the baseline is measured.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -10,8 +10,8 @@
 //! ```
 //!
 //! `RADWASM_BENCH_BINARY=<path>` measures another build of `radwasm`.
-//! Figures and the components measured are in `docs/benchmarks.md`,
-//! "Loading a policy".
+//! Figures and the components measured are in
+//! `docs/benchmarks-policy-activation.md`, "Loading a policy".
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};

@@ -10,7 +10,8 @@
 //! cargo bench -p radwasm --bench policy_verify -- [--reps 50]
 //! ```
 //!
-//! Figures are in `docs/benchmarks.md`, "Verifying a signed policy".
+//! Figures are in `docs/benchmarks-policy-activation.md`, "Verifying a
+//! signed policy".
 
 use std::time::{Duration, Instant};
 

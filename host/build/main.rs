@@ -12,7 +12,7 @@
 //!   what `wasm-tools component new` does). Such a component imports only
 //!   the contract's own interfaces (`log` if it logs), so each decision's
 //!   fresh instance links nothing else: a third cheaper to instantiate than
-//!   the same guest built for `wasm32-wasip2` (docs/benchmarks.md);
+//!   the same guest built for `wasm32-wasip2` (docs/benchmarks-decisions.md);
 //! * `misbehaving-policy` is built for `wasm32-wasip2`, the target authors
 //!   use by default, because it calls the clock and the random source to
 //!   prove the sandbox gives them fixed answers.

@@ -49,7 +49,7 @@ pub struct ControllerArgs {
     /// Requests a second to the Kubernetes API server, on average, as
     /// client-go's QPS (0, the default: no limit). A limit slows the
     /// controller to that pace, and with it what the API server holds for
-    /// its writes (docs/benchmarks.md).
+    /// its writes (docs/benchmarks-apiserver.md).
     #[arg(long, default_value_t = 0.0, value_name = "QPS", value_parser = parse_qps)]
     pub kube_api_qps: f64,
     /// Requests sent at once before `--kube-api-qps` paces them (0, the
@@ -94,7 +94,7 @@ pub struct ControllerArgs {
     /// find drift (a resource deleted behind the controller's back); the
     /// checks of a fleet are spread over the interval. `0` turns them off.
     /// The default keeps a controller of 10,000 resources idle under 1 % of
-    /// a core (docs/benchmarks.md).
+    /// a core (docs/benchmarks-scale.md).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub drift_resync: Duration,
     #[command(flatten)]

@@ -5,7 +5,7 @@
 //! a second. A request waits for its token before it is sent; the
 //! controller then goes at the pace the limit sets, and the API server
 //! holds (in its watch cache, for minutes) only the writes of that pace
-//! (docs/benchmarks.md measures what that saves).
+//! (docs/benchmarks-apiserver.md measures what that saves).
 //!
 //! The wait happens in `poll_ready`: kube drives the client through a
 //! buffer whose worker polls readiness before each request it sends, so

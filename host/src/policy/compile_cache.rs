@@ -7,8 +7,8 @@
 //! guest (CPython or SpiderMonkey inside the component) in a release build.
 //! A controller that restarts, or a `radwasm policy test` run again, would
 //! pay it every time; with the disk cache it maps the artifact wasmtime
-//! wrote the first time instead, in about 40 ms (`docs/benchmarks.md`,
-//! "Loading a policy").
+//! wrote the first time instead, in about 40 ms
+//! (`docs/benchmarks-policy-activation.md`, "Loading a policy").
 //!
 //! An artifact is only ever loaded by the engine configuration that wrote
 //! it: its file name holds the component's SHA-256 and a hash of wasmtime's

@@ -19,7 +19,8 @@ mod tests {
 
     /// Built without WASI, the default policy imports nothing but the
     /// contract's own interfaces (`types`; it never logs), so a decision's
-    /// instance links nothing else (docs/benchmarks.md has what that saves).
+    /// instance links nothing else (docs/benchmarks-decisions.md has what
+    /// that saves).
     #[test]
     fn the_default_policy_imports_only_the_contract() {
         let engine = wasmtime::Engine::new(wasmtime::Config::new().wasm_component_model(true))

@@ -121,7 +121,7 @@ pub fn pooling_config(
         // Reset the first pages of each memory and table by hand instead
         // of returning them to the kernel: a decision touches the same few
         // pages every time, and refaulting them costs more than the memset
-        // (docs/benchmarks.md has the figures).
+        // (docs/benchmarks-decisions.md has the figures).
         .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
         .table_keep_resident(TABLE_KEEP_RESIDENT)
         // Where the kernel can tell which pages a guest dirtied (Linux
