@@ -444,7 +444,12 @@ fn fenced_blocks(markdown: &str, heading: &str, language: &str) -> Vec<String> {
         .split(&format!("\n{heading}\n"))
         .nth(1)
         .unwrap_or_else(|| panic!("no {heading:?}"));
-    let section = section.split("\n### ").next().unwrap_or(section);
+    // Up to the next heading of the same level.
+    let level = heading.chars().take_while(|c| *c == '#').count();
+    let section = section
+        .split(&format!("\n{} ", "#".repeat(level)))
+        .next()
+        .unwrap_or(section);
     section
         .split(&format!("```{language}\n"))
         .skip(1)
@@ -454,11 +459,11 @@ fn fenced_blocks(markdown: &str, heading: &str, language: &str) -> Vec<String> {
 
 #[test]
 fn the_guides_javascript_snippets_are_the_scaffolds_app_js() {
-    let guide = include_str!("../../../docs/writing-a-policy.md");
+    let guide = include_str!("../../../docs/policy-languages.md");
     let app = include_str!("templates/js/app.js.tmpl");
     let blocks: Vec<String> = fenced_blocks(
         guide,
-        "### JavaScript (jco 1.35.0, componentize-qjs 0.4.5)",
+        "## JavaScript (jco 1.35.0, componentize-qjs 0.4.5)",
         "js",
     )
     .into_iter()
@@ -478,7 +483,7 @@ fn the_guides_javascript_snippets_are_the_scaffolds_app_js() {
     for block in &blocks {
         assert!(
             app.contains(block.as_str()),
-            "this snippet of docs/writing-a-policy.md is not in the scaffold's app.js \
+            "this snippet of docs/policy-languages.md is not in the scaffold's app.js \
              (templates/js/app.js.tmpl), which the test suite builds:\n{block}"
         );
     }
