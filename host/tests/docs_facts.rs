@@ -25,6 +25,11 @@
 //!    since pages name those relative to a crate as often as to the root.
 //! 4. **The reading list.** Every page under `docs/` is named in README.md,
 //!    whose "Where to read next" table is where a reader starts.
+//! 5. **Maps of the code.** The map of parts in `docs/architecture.md` (the
+//!    fenced block under "Parts") names paths that exist: a line's first
+//!    word, from the repository root, or under `host/` for an indented
+//!    line. The crate map in `host/src/lib.rs` links every module the crate
+//!    declares.
 
 use std::collections::HashMap;
 use std::fs;
@@ -422,5 +427,57 @@ fn the_rules_read_what_they_should() {
     assert_eq!(
         rooted_paths_named("`host/src/lib.rs`, `host/src/<x>.rs`, `tests/a.rs`, `wit/v0.4/`."),
         ["host/src/lib.rs", "wit/v0.4/"]
+    );
+}
+
+#[test]
+fn the_maps_of_the_code_name_what_exists() {
+    let root = repository();
+    let architecture = read(Path::new("docs/architecture.md"));
+    let parts = architecture
+        .split_once("\n## Parts\n")
+        .and_then(|(_, rest)| rest.split("```").nth(1))
+        .expect("docs/architecture.md has a fenced map under \"## Parts\"");
+    let mut missing = Vec::new();
+    let mut named = 0;
+    for line in parts.lines().skip(1) {
+        let indent = line.len() - line.trim_start().len();
+        // Continuation lines are indented past the path column.
+        if line.trim().is_empty() || indent > 2 {
+            continue;
+        }
+        let word = line.split_whitespace().next().unwrap_or("");
+        let word = word.trim_end_matches(',');
+        let path = if indent == 2 {
+            format!("host/{word}")
+        } else {
+            word.to_string()
+        };
+        named += 1;
+        if !root.join(&path).exists() {
+            missing.push(path);
+        }
+    }
+    assert!(named >= 20, "read only {named} paths from the map of parts");
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md's map of parts names paths that do not exist: {missing:?}"
+    );
+
+    let lib = read(Path::new("host/src/lib.rs"));
+    let map: String = lib
+        .lines()
+        .filter(|line| line.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let unmapped: Vec<&str> = lib
+        .lines()
+        .filter_map(|line| line.strip_prefix("pub mod "))
+        .map(|rest| rest.trim_end_matches(';'))
+        .filter(|module| !map.contains(&format!("[`{module}`]")))
+        .collect();
+    assert!(
+        unmapped.is_empty(),
+        "host/src/lib.rs's crate map does not name the modules {unmapped:?}"
     );
 }
