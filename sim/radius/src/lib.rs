@@ -18,6 +18,7 @@
 //! fault knobs.
 
 pub mod arm;
+mod engine;
 pub mod error;
 pub mod faults;
 pub mod ids;
@@ -37,6 +38,7 @@ use tokio_util::task::TaskTracker;
 pub use arm::{
     EvaluatedResource, Evaluation, EvaluationRequest, ModuleDeployment, evaluate, evaluate_template,
 };
+pub use engine::EngineConfig;
 pub use error::ArmError;
 pub use faults::{FaultCounts, Faults, FaultsHandle, InjectedError, Settings, SettingsPatch};
 pub use server::AGGREGATED_PATH;
@@ -60,6 +62,10 @@ pub struct SimConfig {
     pub retry_after_secs: u64,
     /// Faults in force from the start (and after a reset).
     pub faults: Faults,
+    /// Deployment-engine mode: deployments PUT their resources through the
+    /// real UCP at this address instead of keeping them here (see
+    /// `engine.rs`). Default: off.
+    pub engine: Option<EngineConfig>,
 }
 
 impl Default for SimConfig {
@@ -70,6 +76,7 @@ impl Default for SimConfig {
             delete_duration: Duration::from_millis(100),
             retry_after_secs: 1,
             faults: Faults::default(),
+            engine: None,
         }
     }
 }
@@ -92,6 +99,12 @@ pub async fn start(config: SimConfig) -> anyhow::Result<RadiusSim> {
         faults: FaultsHandle::new(config.faults.clone(), timings),
         initial: Arc::new((config.faults, timings)),
         local_addr: addr,
+        engine: match config.engine {
+            Some(engine) => Some(Arc::new(
+                engine::Backend::new(engine).context("the deployment engine's HTTP client")?,
+            )),
+            None => None,
+        },
     };
     let shutdown = CancellationToken::new();
     let connections = TaskTracker::new();
@@ -245,6 +258,7 @@ impl StandaloneArgs {
             delete_duration: Duration::from_millis(self.delete_ms),
             retry_after_secs: self.retry_after_secs,
             faults: Faults::default(),
+            engine: None,
         }
     }
 }

@@ -47,6 +47,8 @@ pub(crate) struct App {
     /// What `/_sim/reset` restores.
     pub initial: Arc<(crate::faults::Faults, Timings)>,
     pub local_addr: SocketAddr,
+    /// Set in deployment-engine mode: where deployments put their resources.
+    pub engine: Option<Arc<crate::engine::Backend>>,
 }
 
 impl App {
@@ -600,7 +602,10 @@ impl Ucp<'_> {
                 ),
             );
         }
-        if !store.group_exists(scope) {
+        // Behind a real UCP the groups are UCP's: it answers 404 itself for a
+        // deployment in a group it does not have.
+        let engine = self.app.engine.is_some();
+        if !engine && !store.group_exists(scope) {
             return self.group_missing(scope);
         }
         let body = match parse_body(body) {
@@ -616,7 +621,7 @@ impl Ucp<'_> {
             Ok(None) => scope.to_string(),
             Err(error) => return error_response(StatusCode::BAD_REQUEST, error),
         };
-        if !store.group_exists(&radius_scope) {
+        if !engine && !store.group_exists(&radius_scope) {
             return self.group_missing(&radius_scope);
         }
         let id = format!("{scope}/providers/Microsoft.Resources/deployments/{name}");
@@ -640,7 +645,9 @@ impl Ucp<'_> {
                 template: request.template,
                 parameters: request.parameters,
                 deployment_name: name,
-                existing: Some(&lookup),
+                // The engine checks `existing` resources against UCP when it
+                // runs; their declared bodies stand in for `reference()`.
+                existing: if engine { None } else { Some(&lookup) },
             })
         };
         let evaluation = match evaluation {
@@ -663,6 +670,10 @@ impl Ucp<'_> {
             vanished,
             now,
         );
+        let op = match engine {
+            true => store.hand_to_engine(&op.id, scope).unwrap_or(op),
+            false => op,
+        };
         let deployment = Deployment {
             id: store
                 .deployments
@@ -681,6 +692,15 @@ impl Ucp<'_> {
             pending_failure,
         };
         let answer = deployment.body(true);
+        if engine {
+            tokio::spawn(crate::engine::run(
+                self.app.clone(),
+                key.clone(),
+                op.id.clone(),
+                deployment.planned.clone(),
+                deployment.pending_failure.clone(),
+            ));
+        }
         store.deployments.insert(key, deployment);
         // A zero duration finishes now; the answer still says Accepted.
         store.advance(now);

@@ -217,6 +217,8 @@ pub(crate) struct Operation {
     pub end: DateTime<Utc>,
     /// Its URLs answer 404 (fault injection).
     pub vanished: bool,
+    /// Ended by the deployment engine's task (`engine.rs`), not by time.
+    pub engine: bool,
 }
 
 impl Operation {
@@ -262,7 +264,7 @@ impl Store {
         let mut due: Vec<(Instant, String)> = self
             .operations
             .values()
-            .filter(|op| op.status == OperationStatus::InProgress && op.due <= now)
+            .filter(|op| op.status == OperationStatus::InProgress && !op.engine && op.due <= now)
             .map(|op| (op.due, op.id.clone()))
             .collect();
         due.sort();
@@ -451,9 +453,59 @@ impl Store {
             due: now + duration,
             end: start + chrono::Duration::from_std(duration).unwrap_or_default(),
             vanished,
+            engine: false,
         };
         self.operations.insert(op.id.clone(), op.clone());
         op
+    }
+
+    /// Hand an operation to the deployment engine: it ends when the
+    /// engine's task says so, and its URLs lie under `scope` (UCP proxies
+    /// only paths under a resource group that exists to the engine).
+    pub fn hand_to_engine(&mut self, operation: &str, scope: &str) -> Option<Operation> {
+        let op = self.operations.get_mut(operation)?;
+        op.engine = true;
+        op.plane = scope.to_string();
+        Some(op.clone())
+    }
+
+    /// Whether the engine's operation still runs (not canceled, not ended).
+    pub fn engine_operation_running(&self, operation: &str) -> bool {
+        self.operations
+            .get(operation)
+            .is_some_and(|op| op.status == OperationStatus::InProgress)
+    }
+
+    /// Record how the engine's run of the deployment under `key` ended; a
+    /// run canceled (or replaced) meanwhile keeps the state it has.
+    pub fn finish_engine_deployment(
+        &mut self,
+        key: &str,
+        operation: &str,
+        outcome: Result<Vec<String>, ArmError>,
+    ) {
+        if !self.engine_operation_running(operation) {
+            return;
+        }
+        let status = match (self.deployments.get_mut(key), outcome) {
+            (Some(deployment), Ok(ids)) if deployment.operation == operation => {
+                deployment.output_resources = ids;
+                deployment.state = DeploymentState::Succeeded;
+                self.stats.deployments_succeeded += 1;
+                OperationStatus::Succeeded
+            }
+            (Some(deployment), Err(error)) if deployment.operation == operation => {
+                deployment.state = DeploymentState::Failed(error.clone());
+                self.stats.deployments_failed += 1;
+                OperationStatus::Failed(error)
+            }
+            (_, Ok(_)) => OperationStatus::Succeeded,
+            (_, Err(error)) => OperationStatus::Failed(error),
+        };
+        if let Some(op) = self.operations.get_mut(operation) {
+            op.status = status;
+            op.end = Utc::now();
+        }
     }
 
     /// The current statistics (without fault counts).
