@@ -95,29 +95,57 @@ impl RadiusError {
 /// Parse an ARM error body `{"error": {"code", "message"}}`.
 pub(crate) fn arm_error(status: u16, body: &str) -> Option<RadiusError> {
     let value: serde_json::Value = serde_json::from_str(body).ok()?;
-    let error = value.get("error")?;
+    let (code, message) = arm_error_parts(value.get("error")?)?;
+    Some(RadiusError::Arm {
+        status,
+        code,
+        message,
+    })
+}
+
+/// The code and message of an ARM error object (`{"code", "message",
+/// "details"}`), the message followed by every detail's `code: message`,
+/// depth first: a deployment's own error only says that "at least one
+/// resource deployment operation failed", and what the resource provider
+/// said is in its details (nested again when a module failed), each with
+/// the resource it is about (`target`) when it names one. The same reader
+/// serves a refused request and a failed operation.
+pub(crate) fn arm_error_parts(error: &serde_json::Value) -> Option<(String, String)> {
     let code = error.get("code")?.as_str()?.to_string();
     let mut message = error
         .get("message")
         .and_then(|m| m.as_str())
         .unwrap_or("")
         .to_string();
-    // ARM nests the useful part in details for deployment errors.
-    if let Some(details) = error.get("details").and_then(|d| d.as_array()) {
-        for detail in details {
-            if let (Some(c), Some(m)) = (
-                detail.get("code").and_then(|c| c.as_str()),
-                detail.get("message").and_then(|m| m.as_str()),
-            ) {
-                message.push_str(&format!("; {c}: {m}"));
+    append_details(error, &mut message, 0);
+    Some((code, message))
+}
+
+/// Details are nested at most this deep before the rest is left out.
+const MAX_DETAIL_DEPTH: usize = 4;
+
+fn append_details(error: &serde_json::Value, message: &mut String, depth: usize) {
+    let Some(details) = error.get("details").and_then(|d| d.as_array()) else {
+        return;
+    };
+    if depth >= MAX_DETAIL_DEPTH {
+        return;
+    }
+    for detail in details {
+        if let (Some(c), Some(m)) = (
+            detail.get("code").and_then(|c| c.as_str()),
+            detail.get("message").and_then(|m| m.as_str()),
+        ) {
+            // A detail's target is the resource it is about.
+            match detail.get("target").and_then(|t| t.as_str()) {
+                Some(target) if !m.contains(target) => {
+                    message.push_str(&format!("; {c} ({target}): {m}"))
+                }
+                _ => message.push_str(&format!("; {c}: {m}")),
             }
         }
+        append_details(detail, message, depth + 1);
     }
-    Some(RadiusError::Arm {
-        status,
-        code,
-        message,
-    })
 }
 
 /// Longest part of an unexpected answer's body kept in a message.

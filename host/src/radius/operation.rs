@@ -109,16 +109,15 @@ pub(crate) fn terminal(status: &str, body: &serde_json::Value) -> Option<PollOut
             output_resources: Vec::new(),
         }),
         "failed" => {
-            let code = body
-                .pointer("/error/code")
-                .and_then(|c| c.as_str())
-                .unwrap_or("Failed")
-                .to_string();
-            let message = body
-                .pointer("/error/message")
-                .and_then(|m| m.as_str())
-                .unwrap_or("the operation failed without an error message")
-                .to_string();
+            let (code, message) = body
+                .get("error")
+                .and_then(crate::radius::error::arm_error_parts)
+                .unwrap_or_else(|| {
+                    (
+                        "Failed".to_string(),
+                        "the operation failed without an error message".to_string(),
+                    )
+                });
             Some(PollOutcome::Failed { code, message })
         }
         "canceled" | "cancelled" => Some(PollOutcome::Canceled),
@@ -129,6 +128,26 @@ pub(crate) fn terminal(status: &str, body: &serde_json::Value) -> Option<PollOut
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_operation_names_what_the_resource_provider_said() {
+        // As a deployment engine reports a resource a provider refused: the
+        // cause is two levels down.
+        let body = serde_json::json!({"status": "Failed", "error": {
+            "code": "DeploymentFailed",
+            "message": "At least one resource deployment operation failed.",
+            "details": [{"code": "ResourceDeploymentFailure", "message": "env failed",
+                "details": [{"code": "HttpRequestPayloadAPISpecValidationFailed",
+                    "message": "$.properties.compute is required"}]}]}});
+        let Some(PollOutcome::Failed { code, message }) = terminal("Failed", &body) else {
+            panic!("a failure");
+        };
+        assert_eq!(code, "DeploymentFailed");
+        assert_eq!(
+            message,
+            "At least one resource deployment operation failed.; ResourceDeploymentFailure: env failed; HttpRequestPayloadAPISpecValidationFailed: $.properties.compute is required"
+        );
+    }
 
     #[test]
     fn tokens_round_trip_and_stay_small() {
