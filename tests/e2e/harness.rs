@@ -111,6 +111,11 @@ pub struct System {
     extra_args: Vec<String>,
     /// Set when the controller reaches Radius through the aggregated path.
     aggregator: Option<Aggregator>,
+    /// Set on the third world: Radius's own control plane (`realradius`)
+    /// instead of the simulator, on the real API server.
+    pub real_radius: Option<crate::realradius::RadiusHandle>,
+    /// Set by [`System::point_radius_at`].
+    radius_override: Option<String>,
 }
 
 impl System {
@@ -244,9 +249,74 @@ impl System {
             controller: None,
             extra_args,
             aggregator: None,
+            real_radius: None,
+            radius_override: None,
         };
         system.start_controller();
         system
+    }
+
+    /// The third world: the real API server (a namespace of the scenario's
+    /// own, the controller as the ServiceAccount of `deploy/rbac.yaml`) and
+    /// Radius's own control plane (UCP, applications-rp, dynamic-rp,
+    /// PostgreSQL; the simulator only as the deployment engine), shared by
+    /// the scenarios of this process. The controller talks to UCP directly
+    /// (`--radius-url`).
+    pub async fn start_real_radius(extra_args: &[&str]) -> System {
+        let (cluster, radius) = crate::realradius::shared()
+            .await
+            .unwrap_or_else(|e| panic!("Radius's control plane: {e:#}"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let (cluster, client, namespace) = Self::real(
+            &kubeconfig,
+            crate::realkube::CONTROLLER_SERVICE_ACCOUNT,
+            Some(cluster),
+        )
+        .await;
+        let mut args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+        args.extend([
+            "--namespace".to_string(),
+            namespace.clone(),
+            "--policy-namespace".to_string(),
+            crate::realkube::CONTROLLER_NAMESPACE.to_string(),
+            "--policy-label-selector".to_string(),
+            format!("{}={namespace}", crate::policies::SYSTEM_LABEL),
+        ]);
+        let mut system = System {
+            apiserver: None,
+            radius: None,
+            client,
+            dir,
+            kubeconfig,
+            namespace,
+            cluster: Some(cluster),
+            controller: None,
+            extra_args: args,
+            aggregator: None,
+            real_radius: Some(radius),
+            radius_override: None,
+        };
+        system.start_controller();
+        system
+    }
+
+    /// Send the controller's Radius requests to `url` from its next start
+    /// (a recording proxy in front of Radius, say).
+    pub fn point_radius_at(&mut self, url: String) {
+        self.radius_override = Some(url);
+    }
+
+    /// Where the controller sends Radius requests: the simulator, or UCP on
+    /// the third world.
+    pub fn radius_url(&self) -> String {
+        if let Some(url) = &self.radius_override {
+            return url.clone();
+        }
+        match &self.real_radius {
+            Some(radius) => radius.ucp_url.clone(),
+            None => self.radius().base_url(),
+        }
     }
 
     /// An embedded API server with the CRDs installed, its kubeconfig
@@ -385,7 +455,7 @@ impl System {
         let mut command = Command::new(env!("CARGO_BIN_EXE_radwasm"));
         command.arg("run").arg("--kubeconfig").arg(&self.kubeconfig);
         if self.aggregator.is_none() {
-            command.arg("--radius-url").arg(self.radius().base_url());
+            command.arg("--radius-url").arg(self.radius_url());
         }
         command
             .arg("--metrics-address")

@@ -19,11 +19,13 @@ mod ownership;
 mod policies;
 mod radius_shape;
 mod rbac;
+mod real_radius;
 mod scenarios;
 mod sharding;
 mod trust;
 mod truth;
+mod unseen;
 
 // The real control plane and the OCI registry, shared with the controller
 // benchmark and `host/tests` (crate `radwasm-test-support`, tests/support).
-use radwasm_test_support::{realkube, registry};
+use radwasm_test_support::{realkube, realradius, registry};

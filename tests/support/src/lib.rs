@@ -10,11 +10,16 @@
 //!   the checkout's root.
 //! * [`realkube`]: a real Kubernetes control plane (etcd, kube-apiserver and
 //!   kube-controller-manager) on loopback.
+//! * [`realradius`]: Radius's own control plane (UCP, its resource
+//!   providers, PostgreSQL) built from Radius's source, with the Radius
+//!   simulator as its deployment engine.
 //! * [`node`]: a real Kubernetes node (containerd, kubelet, kube-proxy) with
 //!   that control plane on a bridge, for the chart's node tests.
 
 pub mod node;
+mod procs;
 pub mod realkube;
+pub mod realradius;
 pub mod registry;
 pub mod scaffold;
 

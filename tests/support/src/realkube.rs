@@ -13,15 +13,15 @@
 //! fail and say how to build them. `RADWASM_REAL_KUBE_KEEP=1` keeps each
 //! cluster's temp dir (the three logs among it) after the test.
 
-use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+
+use crate::procs::Procs;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -283,86 +283,6 @@ pub async fn client_for(kubeconfig: &Path) -> Result<Client> {
     // environment (kube-rs would otherwise pick it up).
     config.proxy_url = None;
     Ok(Client::try_from(config)?)
-}
-
-/// One child process, its output in `<dir>/<name>.log`.
-struct Proc {
-    name: &'static str,
-    child: Child,
-    log: PathBuf,
-}
-
-/// The running children; dropping this kills them (newest first) and waits
-/// for them, so nothing outlives a test, also when it panics.
-#[derive(Default)]
-struct Procs(Vec<Proc>);
-
-impl Procs {
-    fn spawn(&mut self, dir: &Path, bin: &Path, name: &'static str, args: &[String]) -> Result<()> {
-        let log = dir.join(format!("{name}.log"));
-        let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
-        let mut cmd = Command::new(bin);
-        cmd.args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out);
-        // If the test process dies without unwinding (SIGKILL, abort), the
-        // kernel kills the child too. The signal follows the thread that
-        // spawned the child, which is the test's runtime thread and outlives
-        // the cluster.
-        // SAFETY: prctl is async-signal-safe and touches no memory of ours.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("start {}", bin.display()))?;
-        self.0.push(Proc { name, child, log });
-        Ok(())
-    }
-
-    /// An error if any child has exited.
-    fn check_running(&mut self) -> Result<()> {
-        for p in &mut self.0 {
-            if let Some(status) = p.child.try_wait()? {
-                bail!("{} exited early ({status})", p.name);
-            }
-        }
-        Ok(())
-    }
-
-    /// The last lines of every log, for error messages.
-    fn log_tails(&self, lines: usize) -> String {
-        let mut out = String::new();
-        for p in &self.0 {
-            let text = std::fs::read_to_string(&p.log).unwrap_or_default();
-            let all: Vec<&str> = text.lines().collect();
-            let tail = &all[all.len().saturating_sub(lines)..];
-            out.push_str(&format!(
-                "\n--- last {} lines of {} ({}) ---\n{}\n",
-                tail.len(),
-                p.name,
-                p.log.display(),
-                tail.join("\n")
-            ));
-        }
-        out
-    }
-}
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for p in self.0.iter_mut().rev() {
-            let _ = p.child.kill();
-            let _ = p.child.wait();
-        }
-    }
 }
 
 /// etcd, kube-apiserver and kube-controller-manager on 127.0.0.1, with an
@@ -637,7 +557,7 @@ impl RealCluster {
     /// The process ids of etcd, kube-apiserver and kube-controller-manager
     /// (for measuring their CPU and memory; the controller benchmark does).
     pub fn pids(&self) -> Vec<u32> {
-        self.procs.0.iter().map(|p| p.child.id()).collect()
+        self.procs.pids()
     }
 
     /// The cluster's temp dir (logs, certificates, kubeconfigs).
@@ -790,11 +710,7 @@ fn start_shared() -> std::result::Result<ClusterHandle, String> {
                 Ok(cluster) => {
                     let keep = std::env::var(KEEP_ENV).is_ok_and(|v| v == "1");
                     if let Ok(mut cleanup) = SHARED_CLEANUP.lock() {
-                        *cleanup = Some((
-                            cluster.procs.0.iter().map(|p| p.child.id()).collect(),
-                            cluster.dir().to_path_buf(),
-                            keep,
-                        ));
+                        *cleanup = Some((cluster.procs.pids(), cluster.dir().to_path_buf(), keep));
                     }
                     // SAFETY: registers a plain `extern "C" fn` with no arguments.
                     unsafe {
@@ -828,16 +744,8 @@ extern "C" fn stop_shared_cluster() {
     let Some((pids, dir, keep)) = SHARED_CLEANUP.lock().ok().and_then(|mut c| c.take()) else {
         return;
     };
-    for pid in pids.iter().rev() {
-        let Ok(pid) = libc::pid_t::try_from(*pid) else {
-            continue;
-        };
-        // SAFETY: plain syscalls on our own children.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-        }
-    }
+    let stops: Vec<(u32, libc::c_int)> = pids.iter().map(|pid| (*pid, libc::SIGKILL)).collect();
+    crate::procs::stop_all(&stops);
     if !keep {
         let _ = std::fs::remove_dir_all(dir);
     }
