@@ -1,11 +1,14 @@
 //! Fault injection, switchable at run time from Rust or over HTTP
 //! (`/_sim/...`): fail a fraction of requests, add latency, make watches
 //! lag behind the store, drop every open watch, forget history so that
-//! resuming watches get 410 Gone.
+//! resuming watches get 410 Gone, hold writes to one resource's status
+//! until the test lets them through.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::http::Method;
 use tokio::sync::watch;
 
 #[derive(Debug, Clone, Default)]
@@ -25,6 +28,19 @@ pub struct FaultsHandle {
     /// Bumped to end every open watch.
     pub(crate) drop_watches: Arc<watch::Sender<u64>>,
     pub(crate) store: Arc<Mutex<crate::store::Store>>,
+    pub(crate) status_hold: Arc<StatusHold>,
+}
+
+/// Writes to the status of one resource's objects, held back until
+/// released: a slow request, whose object may change before it lands.
+#[derive(Default)]
+pub(crate) struct StatusHold {
+    /// The resource (plural) whose status writes are held, if any.
+    plural: Mutex<Option<String>>,
+    /// How many are waiting now.
+    waiting: AtomicUsize,
+    /// Bumped to let every waiting write through.
+    released: watch::Sender<u64>,
 }
 
 impl FaultsHandle {
@@ -63,14 +79,88 @@ impl FaultsHandle {
         crate::store::lock(&self.store).expire_history();
     }
 
-    /// Switch every fault off.
+    /// From now on, hold every write (PATCH or PUT) to the status
+    /// subresource of objects of resource `plural` (`deploymentresources`,
+    /// say) before it is applied, until [`Self::release_status_writes`]:
+    /// a request in flight that a later change may overtake.
+    pub fn hold_status_writes(&self, plural: &str) {
+        if let Ok(mut held) = self.status_hold.plural.lock() {
+            *held = Some(plural.to_string());
+        }
+    }
+
+    /// How many status writes are held now.
+    pub fn held_status_writes(&self) -> usize {
+        self.status_hold.waiting.load(Ordering::SeqCst)
+    }
+
+    /// Stop holding status writes; those held are applied now.
+    pub fn release_status_writes(&self) {
+        if let Ok(mut held) = self.status_hold.plural.lock() {
+            *held = None;
+        }
+        self.status_hold.released.send_modify(|n| *n += 1);
+    }
+
+    /// Wait here if the request is a status write being held.
+    pub(crate) async fn hold_if_asked(&self, method: &Method, path: &str) {
+        let mut released = self.status_hold.released.subscribe();
+        let held = self
+            .status_hold
+            .plural
+            .lock()
+            .ok()
+            .and_then(|plural| plural.clone())
+            .is_some_and(|plural| is_status_write(method, path, &plural));
+        if held {
+            self.status_hold.waiting.fetch_add(1, Ordering::SeqCst);
+            let _ = released.changed().await;
+            self.status_hold.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Switch every fault off (held status writes go through).
     pub fn clear(&self) {
         if let Ok(mut s) = self.settings.lock() {
             *s = FaultSettings::default();
         }
+        self.release_status_writes();
     }
 
     pub(crate) fn current(&self) -> FaultSettings {
         self.settings.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+/// A PATCH or PUT of `.../{plural}/{name}/status`.
+fn is_status_write(method: &Method, path: &str, plural: &str) -> bool {
+    let segments: Vec<&str> = path.trim_end_matches('/').rsplit('/').take(3).collect();
+    matches!(*method, Method::PATCH | Method::PUT)
+        && segments.len() == 3
+        && segments[0] == "status"
+        && segments[2] == plural
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_status_writes_of_the_resource_held_are_held() {
+        let path = "/apis/radapp.io/v1alpha3/namespaces/ns/deploymentresources/a/status";
+        assert!(is_status_write(&Method::PATCH, path, "deploymentresources"));
+        assert!(is_status_write(&Method::PUT, path, "deploymentresources"));
+        assert!(!is_status_write(&Method::GET, path, "deploymentresources"));
+        assert!(!is_status_write(
+            &Method::PATCH,
+            path,
+            "deploymenttemplates"
+        ));
+        let object = "/apis/radapp.io/v1alpha3/namespaces/ns/deploymentresources/a";
+        assert!(!is_status_write(
+            &Method::PATCH,
+            object,
+            "deploymentresources"
+        ));
     }
 }

@@ -93,6 +93,7 @@ pub(crate) async fn handle(State(state): State<AppState>, request: Request) -> R
         }
         return response;
     }
+    state.faults.hold_if_asked(request.method(), &path).await;
     match route(&state, request).await {
         Ok(response) => response,
         Err(error) => error.into_response(),
@@ -1013,8 +1014,13 @@ fn watch(state: &AppState, target: &Target, query: &HashMap<String, String>) -> 
                     }
                     last_rv = change.rv;
                     let lag = faults.current().watch_lag;
+                    // A watch dropped while its changes lag delivers none
+                    // of them: the client only learns of them by a list.
                     if !lag.is_zero() {
-                        tokio::time::sleep_until((change.at + lag).into()).await;
+                        tokio::select! {
+                            _ = tokio::time::sleep_until((change.at + lag).into()) => {}
+                            _ = drop_signal.changed() => return,
+                        }
                     }
                     if let Some(line) = translate(&change, &shape, namespace.as_deref(), &filter)
                         && tx.send(Ok(line)).await.is_err() {

@@ -81,6 +81,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<ApiServer> {
         settings: Arc::default(),
         drop_watches: Arc::new(drop_watches),
         store: store.clone(),
+        status_hold: Arc::default(),
     };
     let (closing, _) = watch::channel(false);
     let closing = Arc::new(closing);
