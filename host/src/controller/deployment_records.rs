@@ -96,10 +96,14 @@ pub async fn write(
     .await
     {
         Ok(written) => {
-            ctx.memory
-                .versions
-                .wrote(&key(template), version, written.clone());
-            Ok(Finalizer::Written(written))
+            super::writes::remember(
+                &ctx.memory,
+                &key(template),
+                &template.metadata,
+                version,
+                &written,
+            );
+            Ok(Finalizer::Written(written.resource_version))
         }
         Err(kube::Error::Api(response)) if response.code == 409 || response.code == 404 => {
             Ok(Finalizer::ObjectMoved)

@@ -22,6 +22,7 @@ mod resource;
 pub mod schema_check;
 pub mod status;
 mod template;
+pub mod unseen;
 pub mod watches;
 pub mod worker_fuel;
 pub mod writes;

@@ -19,6 +19,7 @@ use crate::crd::{DeploymentResource, DeploymentTemplate};
 use crate::metrics::Readiness;
 use crate::runner::{self, objects};
 
+use super::memory::ObjectMemory;
 use super::{Caches, Context, Options, driver, object};
 
 fn api<K>(client: &Client, namespace: &Option<String>) -> Api<K>
@@ -54,18 +55,33 @@ fn user_changes<K: Resource + 'static>() -> impl Predicate<K> + Send + 'static {
 /// the predicate as a user's change would. The plan that made such a write
 /// decided with it in mind and asked when to look again, so the watch event
 /// showing the version it left starts no reconcile; what a user changes
-/// after it is a newer version, and does.
-fn not_written_by_controller<K: object::Reconciled>(
-    ctx: Arc<Context>,
-) -> impl FnMut(&K) -> std::future::Ready<bool> + Send + 'static {
-    move |object| {
-        let version = object.meta().resource_version.as_deref();
-        std::future::ready(
-            !ctx.memory
-                .versions
-                .written_by_controller(&object::key(object), version),
-        )
-    }
+/// after it is a newer version, and does. A version that a write left on
+/// top of a user's change its decision did not see is not the
+/// controller's own (`unseen.rs`): after a re-list it may be the only
+/// event that shows that change.
+fn written_by_controller<K: object::Reconciled>(memory: &ObjectMemory, object: &K) -> bool {
+    memory.versions.written_by_controller(
+        &object::key(object),
+        object.meta().resource_version.as_deref(),
+    )
+}
+
+/// The objects a watch brings that start a reconcile: those applied, each
+/// once the cache holds it ([`applied_when_cached`]), that a user (or
+/// another object's plan) changed ([`user_changes`]), less the versions
+/// only the controller's own writes made (`own`).
+fn wake_ups<K>(
+    events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    cache: reflector::Store<K>,
+    own: impl Fn(&K) -> bool + Send + 'static,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    events
+        .flat_map(applied_when_cached(cache))
+        .predicate_filter(user_changes(), Default::default())
+        .try_filter(move |object| std::future::ready(!own(object)))
 }
 
 /// What is remembered of an object (error backoff, pacing, its last status
@@ -223,10 +239,11 @@ pub async fn run(
                     }
                 }
             }
-        })
-        .flat_map(applied_when_cached(template_store.clone()))
-        .predicate_filter(user_changes(), Default::default())
-        .try_filter(not_written_by_controller(ctx.clone()));
+        });
+    let template_trigger = wake_ups(template_trigger, template_store.clone(), {
+        let ctx = ctx.clone();
+        move |object| written_by_controller(&ctx.memory, object)
+    });
     let (resource_store, resource_writer) = reflector::store();
     let resource_trigger = watcher(resources, watched)
         .default_backoff()
@@ -240,10 +257,11 @@ pub async fn run(
             move |event| ctx.owners.observe(event)
         })
         .inspect_ok(ready_when_listed(ctx.clone(), readiness.clone()))
-        .inspect_ok(resource_seen(ctx.clone(), owners_tx))
-        .flat_map(applied_when_cached(resource_store.clone()))
-        .predicate_filter(user_changes(), Default::default())
-        .try_filter(not_written_by_controller(ctx.clone()));
+        .inspect_ok(resource_seen(ctx.clone(), owners_tx));
+    let resource_trigger = wake_ups(resource_trigger, resource_store.clone(), {
+        let ctx = ctx.clone();
+        move |object| written_by_controller(&ctx.memory, object)
+    });
 
     let _ = ctx.caches.set(Caches {
         templates: template_store.clone(),
@@ -406,6 +424,7 @@ fn policy_moves<K: object::Reconciled>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::FutureExt;
     use futures::executor::block_on;
 
     fn template(name: &str, version: &str) -> DeploymentTemplate {
@@ -457,5 +476,79 @@ mod tests {
         );
         assert_eq!(feed(watcher::Event::InitDone), ["3", "4"]);
         assert!(feed(watcher::Event::Delete(template("b", "5"))).is_empty());
+    }
+
+    fn child(version: &str, finalizer: bool, deleting: bool) -> DeploymentResource {
+        let mut child = DeploymentResource::new(
+            "child",
+            crate::crd::DeploymentResourceSpec {
+                id: "/planes/radius/local/resourceGroups/g/providers/A.B/c/child".into(),
+                provider_config: None,
+            },
+        );
+        child.metadata.namespace = Some("default".into());
+        child.metadata.resource_version = Some(version.into());
+        if finalizer {
+            child.metadata.finalizers = Some(vec![radwasm_policy_model::RESOURCE_FINALIZER.into()]);
+        }
+        if deleting {
+            child.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                ));
+        }
+        child
+    }
+
+    #[test]
+    fn a_deletion_a_status_write_landed_on_wakes_the_object_after_a_relist() {
+        let memory = Arc::new(ObjectMemory::default());
+        let (store, writer) = reflector::store();
+        let (events, incoming) = futures::channel::mpsc::unbounded();
+        let own = {
+            let memory = memory.clone();
+            move |object: &DeploymentResource| written_by_controller(&memory, object)
+        };
+        let mut woken = Box::pin(wake_ups(incoming.map(Ok).reflect(writer), store, own));
+        let mut feed = |event: watcher::Event<DeploymentResource>| {
+            events.unbounded_send(event).expect("send");
+            std::iter::from_fn(|| woken.next().now_or_never().flatten())
+                .map(|object| object.unwrap().metadata.resource_version.unwrap())
+                .collect::<Vec<_>>()
+        };
+        let key = object::key(&child("1", false, false));
+        assert!(feed(watcher::Event::Init).is_empty());
+        assert!(feed(watcher::Event::InitApply(child("1", false, false))).is_empty());
+        assert_eq!(feed(watcher::Event::InitDone), ["1"]);
+        // Its reconcile adds the finalizer (decided on 1, with 1 as the
+        // precondition): the controller's own write wakes no one.
+        let (decided, written) = (child("1", false, false), child("2", true, false));
+        super::super::writes::remember(
+            &memory,
+            &key,
+            &decided.metadata,
+            Some("1"),
+            &written.metadata,
+        );
+        assert!(feed(watcher::Event::Apply(written)).is_empty());
+        // The next reconcile, decided on 2, writes status; a user deleted
+        // the child meanwhile (3), and the write, without a precondition,
+        // lands on that: 4, deleting.
+        let (decided, written) = (child("2", true, false), child("4", true, true));
+        super::super::writes::remember(
+            &memory,
+            &key,
+            &decided.metadata,
+            Some("2"),
+            &written.metadata,
+        );
+        // The watch was lost before it showed 3; the re-list shows only 4.
+        assert!(feed(watcher::Event::Init).is_empty());
+        assert!(feed(watcher::Event::InitApply(written)).is_empty());
+        assert_eq!(
+            feed(watcher::Event::InitDone),
+            ["4"],
+            "the deletion no decision has seen must reach a reconcile"
+        );
     }
 }

@@ -1,14 +1,17 @@
 //! The controller's writes to its own objects on the API server: the
 //! finalizer (with the resourceVersion decided on as a precondition) and
 //! merge patches of the status subresource, each reading back only the
-//! version it left, which `memory` remembers so a decision on a cache that
-//! does not show it yet waits for it.
+//! metadata of the version it left, which `memory` remembers so a decision
+//! on a cache that does not show it yet waits for it (and, unless it
+//! carries a change the decision did not see, so its watch event wakes no
+//! one).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::memory::ObjectMemory;
 use super::object::{Reconciled, key};
 use super::status::StatusPatch;
 use super::{Context, Error};
@@ -26,14 +29,14 @@ const METADATA_ONLY: &str =
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
 
 /// Send a write built by kube's request builder for `api`, and read back
-/// only the version it left ([`METADATA_ONLY`]).
+/// only the metadata of the version it left ([`METADATA_ONLY`]).
 pub(super) async fn send_write<K: Reconciled>(
     ctx: &Context,
     api: &Api<K>,
     build: impl FnOnce(
         &kube::core::Request,
     ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
-) -> Result<Option<String>, kube::Error> {
+) -> Result<ObjectMeta, kube::Error> {
     #[derive(serde::Deserialize)]
     struct Written {
         metadata: ObjectMeta,
@@ -45,7 +48,32 @@ pub(super) async fn send_write<K: Reconciled>(
         http::HeaderValue::from_static(METADATA_ONLY),
     );
     let written: Written = ctx.client.request(request).await?;
-    Ok(written.metadata.resource_version)
+    Ok(written.metadata)
+}
+
+/// Remember the version a write left (`written`, as the server answered),
+/// made by a plan decided on `decided` (the object's metadata then) and
+/// sent with `decided_on` as its precondition, if any. The version is the
+/// controller's own only if it carries no change the decision did not see
+/// (`unseen`): a write without a precondition may land on a user's change.
+pub(super) fn remember(
+    memory: &ObjectMemory,
+    key: &str,
+    decided: &ObjectMeta,
+    decided_on: Option<&str>,
+    written: &ObjectMeta,
+) {
+    let unseen = super::unseen::unseen_changes(decided, written);
+    if unseen {
+        tracing::debug!(
+            object = %key,
+            written = written.resource_version.as_deref().unwrap_or_default(),
+            "the write landed on a change its decision did not see; the watch will show it"
+        );
+    }
+    memory
+        .versions
+        .wrote(key, decided_on, written.resource_version.clone(), unseen);
 }
 
 /// What a finalizer write did.
@@ -128,13 +156,15 @@ pub async fn set_finalizer<K: Reconciled>(
     if present {
         // Removing our finalizer from an object being deleted lets it go:
         // nothing is left to wait for, nor to remember.
-        ctx.memory.versions.wrote(
+        remember(
+            &ctx.memory,
             &key(object),
+            object.meta(),
             object.resource_version().as_deref(),
-            written.clone(),
+            &written,
         );
     }
-    Ok(Finalizer::Written(written))
+    Ok(Finalizer::Written(written.resource_version))
 }
 
 /// Merge-patch the status subresource (see `patch_status`); nothing is
@@ -192,8 +222,13 @@ async fn patch_status<K: Reconciled>(
         )
     })
     .await?;
-    ctx.memory
-        .versions
-        .wrote(key, object.meta().resource_version.as_deref(), written);
+    let decided = object.meta();
+    remember(
+        &ctx.memory,
+        key,
+        decided,
+        decided.resource_version.as_deref(),
+        &written,
+    );
     Ok(())
 }

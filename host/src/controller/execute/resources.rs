@@ -226,12 +226,17 @@ pub(super) async fn record_tally(
                 // Remembered as the plan's other writes are: the decision
                 // that removes the finalizer, and so says what was kept,
                 // waits until the cache shows the tally.
+                // Compared with the version decided on: a change the fresh
+                // read brought is one that decision did not see.
                 let key = key(object);
-                let written = written.resource_version();
                 for decided_on in [fresh.resource_version(), object.resource_version()] {
-                    ctx.memory
-                        .versions
-                        .wrote(&key, decided_on.as_deref(), written.clone());
+                    crate::controller::writes::remember(
+                        &ctx.memory,
+                        &key,
+                        &object.metadata,
+                        decided_on.as_deref(),
+                        &written.metadata,
+                    );
                 }
                 return Ok(());
             }

@@ -222,7 +222,9 @@ mod tests {
         let memory = ObjectMemory::default();
         memory.errors.next_delay("a");
         memory.pacing.pace("a", Duration::from_secs(60), 1);
-        memory.versions.wrote("a", Some("7"), Some("8".into()));
+        memory
+            .versions
+            .wrote("a", Some("7"), Some("8".into()), false);
         memory.pacing.pace("b", Duration::from_secs(60), 1);
         memory.forget("a");
         assert_eq!(memory.len(), 1);
