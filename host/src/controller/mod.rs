@@ -13,6 +13,7 @@ pub mod execute;
 pub mod guard;
 pub mod index;
 pub mod memory;
+pub mod nudge;
 pub mod object;
 pub mod observe;
 pub mod ownership;
@@ -88,6 +89,10 @@ pub struct Context {
     /// The fuel each policy's decisions may use on an async worker,
     /// learned from what they used (`worker_fuel.rs`).
     pub worker_fuel: worker_fuel::WorkerFuel,
+    /// Wakes a `DeploymentResource`'s reconcile (`nudge.rs`), set when the
+    /// controllers start.
+    resource_wakes:
+        std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<ObjectRef<DeploymentResource>>>,
 }
 
 /// The reflector stores the controllers' watches keep.
@@ -124,6 +129,7 @@ impl Context {
             drift_resync: None,
             not_outputs_warned: ownership::WarnedOnce::default(),
             worker_fuel: worker_fuel::WorkerFuel::default(),
+            resource_wakes: std::sync::OnceLock::new(),
         }
     }
 
@@ -158,6 +164,23 @@ impl Context {
                 .get(&ObjectRef::new(namespace))
                 .map(|ns| ns.metadata.labels.clone().unwrap_or_default()),
         )
+    }
+
+    /// Send `DeploymentResource` wake-ups here (the resource controller's
+    /// queue); set once, when the controllers start.
+    pub fn set_resource_wakes(
+        &self,
+        sender: tokio::sync::mpsc::UnboundedSender<ObjectRef<DeploymentResource>>,
+    ) {
+        let _ = self.resource_wakes.set(sender);
+    }
+
+    /// Wake a `DeploymentResource`'s reconcile; nothing before the
+    /// controllers run.
+    pub fn wake_resource(&self, resource: ObjectRef<DeploymentResource>) {
+        if let Some(wakes) = self.resource_wakes.get() {
+            let _ = wakes.send(resource);
+        }
     }
 
     /// The watch caches; an error (retried) before the controllers run.

@@ -15,6 +15,7 @@ impl Reconciled for DeploymentTemplate {
     type Action = TemplateAction;
 
     async fn observe(&self, ctx: &Context) -> Result<TemplateObservation, Error> {
+        super::nudge::children_waited_on(ctx, self);
         observe::template(self, ctx).await
     }
 

@@ -211,6 +211,9 @@ pub async fn run(
     // event a second time).
     let (owners_tx, owners_rx) = tokio::sync::mpsc::unbounded_channel();
     let (dependents_tx, dependents_rx) = tokio::sync::mpsc::unbounded_channel();
+    // Children a waiting template wakes (`nudge.rs`).
+    let (children_tx, children_rx) = tokio::sync::mpsc::unbounded_channel();
+    ctx.set_resource_wakes(children_tx);
 
     let (template_store, template_writer) = reflector::store();
     let template_trigger = watcher(templates, watched.clone())
@@ -289,6 +292,7 @@ pub async fn run(
     let resource_controller = reconciles(
         [
             objects(resource_trigger, "resource watch").boxed(),
+            received(children_rx).boxed(),
             resources_moved.boxed(),
         ],
         resource_store,

@@ -11,6 +11,7 @@
 //! | the inputs of a decision that left nothing to do | `decisions.rs` | the driver |
 //! | a deployment's operation, by the record written before it | `decisions.rs` | `execute.rs`, `observe.rs` |
 //! | a template deletion's counts not written in its annotation | `tally.rs` | `execute.rs`, `observe.rs` |
+//! | when a template last woke a child it waits on | `nudged.rs` | `nudge.rs` |
 //!
 //! An object's state in a part goes when it is empty, when it has not been
 //! touched for [`IDLE_TTL`], when the part holds more than its cap (the
@@ -23,6 +24,7 @@ mod backoff;
 mod decisions;
 mod drift;
 mod expectations;
+mod nudged;
 mod tally;
 mod versions;
 
@@ -34,6 +36,7 @@ pub use backoff::{ErrorBackoff, MAX_ERROR_BACKOFF, MIN_MUTATION_RETRY, Pacing};
 pub use decisions::{Settled, StartedOperation};
 pub use drift::DriftSchedule;
 pub use expectations::{EXPECTATION_TTL, Expectations};
+pub use nudged::Nudged;
 pub use tally::{UnwrittenTally, add_tallies};
 pub use versions::WrittenVersions;
 
@@ -145,6 +148,7 @@ pub struct ObjectMemory {
     pub settled: PerObject<Settled>,
     pub operations: PerObject<StartedOperation>,
     pub tallies: PerObject<UnwrittenTally>,
+    pub nudged: PerObject<Nudged>,
 }
 
 impl Default for ObjectMemory {
@@ -165,6 +169,7 @@ impl ObjectMemory {
             settled: PerObject::with_cap(cap),
             operations: PerObject::with_cap(cap),
             tallies: PerObject::with_cap(cap),
+            nudged: PerObject::with_cap(cap),
         }
     }
 
@@ -180,6 +185,7 @@ impl ObjectMemory {
             self.settled.len(),
             self.operations.len(),
             self.tallies.len(),
+            self.nudged.len(),
         ]
         .into_iter()
         .max()
@@ -201,6 +207,7 @@ impl ObjectMemory {
         self.settled.forget(key);
         self.operations.forget(key);
         self.tallies.forget(key);
+        self.nudged.forget(key);
     }
 }
 
