@@ -869,12 +869,24 @@ async fn churn_with_faults_converges_and_keeps_every_invariant() {
                 t.metadata.name.clone().unwrap_or_default()
             );
             let lines: Vec<&str> = logs.lines().filter(|l| l.contains(&key)).collect();
-            let object = format!("\"object\":\"{key}\"");
-            let decided: Vec<&str> = decisions.lines().filter(|l| l.contains(&object)).collect();
-            about.push_str(&format!("--- the last decisions about {key} ---\n"));
-            for line in decided.iter().rev().take(2).rev() {
-                about.push_str(line);
-                about.push('\n');
+            about.push_str(&last_decisions(&decisions, &key));
+            // And of each child it still owns: a child left being deleted
+            // is what a template waiting for cleanup waits on.
+            let uid = t.metadata.uid.clone().unwrap_or_default();
+            for child in resources.iter().filter(|r| {
+                r.metadata.namespace == t.metadata.namespace
+                    && r.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.uid == uid)
+            }) {
+                let child = format!(
+                    "{}/{}",
+                    child.metadata.namespace.clone().unwrap_or_default(),
+                    child.metadata.name.clone().unwrap_or_default()
+                );
+                about.push_str(&last_decisions(&decisions, &child));
             }
             about.push_str(&format!(
                 "--- the controller's last lines about {key} ---\n"
@@ -893,4 +905,17 @@ async fn churn_with_faults_converges_and_keeps_every_invariant() {
         );
     }
     system.shutdown().await;
+}
+
+/// The last two decision records (of `/debug/decisions`) about the object
+/// `namespace/name`, under a heading.
+fn last_decisions(decisions: &str, key: &str) -> String {
+    let object = format!("\"object\":\"{key}\"");
+    let decided: Vec<&str> = decisions.lines().filter(|l| l.contains(&object)).collect();
+    let mut text = format!("--- the last decisions about {key} ---\n");
+    for line in decided.iter().rev().take(2).rev() {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
 }
