@@ -47,9 +47,10 @@ async fn a_child_deleted_under_its_in_flight_status_write_is_reconciled_after_a_
         "the three children's first status writes were never sent:\n{}",
         system.logs()
     );
-    // From here the watch shows nothing for 5 s: the user's deletion below
+    // From here the watch shows nothing for 10 s (ample for the steps up
+    // to the re-list, on a loaded machine too): the user's deletion below
     // is never delivered as an event of its own.
-    faults.set_watch_lag(Duration::from_secs(5));
+    faults.set_watch_lag(Duration::from_secs(10));
     let container = system
         .owned("held")
         .await
