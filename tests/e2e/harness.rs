@@ -274,6 +274,46 @@ impl System {
             Some(cluster),
         )
         .await;
+        Self::with_real_radius(
+            cluster, radius, client, namespace, dir, kubeconfig, extra_args,
+        )
+    }
+
+    /// [`System::start_real_radius`] on another cluster and Radius (the
+    /// node's), the controller running with the admin kubeconfig: that
+    /// cluster is not prepared with `deploy/rbac.yaml`, whose objects the
+    /// chart the node scenarios install would then conflict with. The
+    /// product's CRDs must be installed.
+    pub async fn start_real_radius_on(
+        cluster: crate::realkube::ClusterHandle,
+        radius: crate::realradius::RadiusHandle,
+        extra_args: &[&str],
+    ) -> System {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::copy(&cluster.kubeconfig, &kubeconfig).expect("copy the admin kubeconfig");
+        let client = cluster.client().await.expect("admin client");
+        let namespace = scenario_namespace();
+        let mut object = Namespace::default();
+        object.metadata.name = Some(namespace.clone());
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("create the scenario's namespace");
+        Self::with_real_radius(
+            cluster, radius, client, namespace, dir, kubeconfig, extra_args,
+        )
+    }
+
+    fn with_real_radius(
+        cluster: crate::realkube::ClusterHandle,
+        radius: crate::realradius::RadiusHandle,
+        client: Client,
+        namespace: String,
+        dir: tempfile::TempDir,
+        kubeconfig: PathBuf,
+        extra_args: &[&str],
+    ) -> System {
         let mut args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
         args.extend([
             "--namespace".to_string(),

@@ -7,8 +7,10 @@
 //! after the namespace) and puts a recording proxy between its controller
 //! and UCP, so it counts exactly what its controller sent to Radius. The
 //! templates hold environments and applications: a container's operation
-//! ends only when its pod runs, which needs a node (the node scenario,
-//! `node::real_radius`).
+//! ends only when its pod runs, which needs a node: [`pod`] runs one on
+//! the node of the node scenarios.
+
+mod pod;
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +25,7 @@ const API_VERSION: &str = "2023-10-01-preview";
 
 /// A scenario on real Radius: the system, and the proxy its controller
 /// reaches UCP through.
-struct World {
+pub(crate) struct World {
     system: System,
     recorder: Recorder,
 }
@@ -31,6 +33,12 @@ struct World {
 impl World {
     async fn start() -> World {
         let system = System::start_real_radius(&["--drift-resync", "0"]).await;
+        World::behind_recorder(system).await
+    }
+
+    /// A world on another cluster and Radius (the node's).
+    async fn start_on(cluster: crate::realkube::ClusterHandle, radius: RadiusHandle) -> World {
+        let system = System::start_real_radius_on(cluster, radius, &["--drift-resync", "0"]).await;
         World::behind_recorder(system).await
     }
 
