@@ -11,6 +11,7 @@
 //! the node of the node scenarios.
 
 mod pod;
+mod takeover;
 
 use std::time::{Duration, Instant};
 
@@ -165,6 +166,36 @@ fn application(name: &str, environment: &str) -> Value {
         },
         "dependsOn": [environment],
     })
+}
+
+/// The product's CRDs on a cluster not prepared by the shared harness, as
+/// `kubectl apply` installs them (the chart's `crds/` holds the same files,
+/// and Helm leaves CRDs that exist alone).
+async fn install_crds(cluster: &crate::realkube::ClusterHandle) {
+    let root = crate::realkube::repo_root();
+    let out = cluster
+        .kubectl(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            &root
+                .join("deploy/crds/radapp.io_v1alpha3.yaml")
+                .display()
+                .to_string(),
+            "-f",
+            &root
+                .join("deploy/crds/radwasm.io_v1alpha1.yaml")
+                .display()
+                .to_string(),
+        ])
+        .await
+        .expect("kubectl apply the CRDs");
+    crate::realkube::ok_stdout(&out, "kubectl apply the CRDs");
+    let client = cluster.client().await.expect("client");
+    crate::realkube::product_crds_established(&client)
+        .await
+        .expect("the CRDs are served");
 }
 
 /// Wait (bounded) until `check` holds, polling every 250 ms.

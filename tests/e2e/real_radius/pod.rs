@@ -22,36 +22,6 @@ use crate::realradius::RealRadius;
 /// containerd (`tests/node/build.sh`).
 const IMAGE: &str = "localhost/radwasm-pause:1";
 
-/// The product's CRDs on the node's cluster, as `kubectl apply` installs
-/// them (the chart's `crds/` holds the same files; Helm leaves CRDs that
-/// exist alone).
-async fn install_crds(node: &crate::node::Node) {
-    let root = crate::realkube::repo_root();
-    let out = node
-        .kubectl(&[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "-f",
-            &root
-                .join("deploy/crds/radapp.io_v1alpha3.yaml")
-                .display()
-                .to_string(),
-            "-f",
-            &root
-                .join("deploy/crds/radwasm.io_v1alpha1.yaml")
-                .display()
-                .to_string(),
-        ])
-        .await
-        .expect("kubectl apply the CRDs");
-    crate::realkube::ok_stdout(&out, "kubectl apply the CRDs");
-    let client = node.client().await.expect("client");
-    crate::realkube::product_crds_established(&client)
-        .await
-        .expect("the CRDs are served");
-}
-
 /// Objects Radius made in `namespace`, as `kind/name` (the namespace's own
 /// `default` ServiceAccount is Kubernetes's).
 async fn radius_objects(client: &kube::Client, namespace: &str) -> Vec<String> {
@@ -92,7 +62,7 @@ async fn a_templates_container_runs_as_a_pod_on_the_node_and_goes_with_the_templ
     let Some(node) = crate::node::node().await else {
         return;
     };
-    install_crds(&node).await;
+    super::install_crds(&node.cluster).await;
     let radius = RealRadius::start(&node.cluster)
         .await
         .unwrap_or_else(|e| panic!("Radius on the node's cluster: {e:#}"));

@@ -21,6 +21,7 @@
 //! (configurations, logs, PostgreSQL's data) after the run. See
 //! `docs/radius-real.md`.
 
+mod controller;
 mod postgres;
 mod recorder;
 
@@ -35,6 +36,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use crate::procs::{Procs, Spawn};
 use crate::realkube::{self, ClusterHandle};
 
+pub use controller::RadiusController;
 pub use postgres::Postgres;
 pub use recorder::{Recorded, Recorder};
 
