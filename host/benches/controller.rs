@@ -1019,15 +1019,9 @@ fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// User + system CPU seconds of a process so far (USER_HZ = 100 on Linux).
+/// User + system CPU seconds of a process so far.
 fn cpu_seconds(pid: &str) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // Fields 14 and 15 of stat(5); the slice starts at field 3.
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / 100.0)
+    radwasm_test_support::cpu_seconds(pid.parse().ok()?)
 }
 
 fn ms(duration: Duration) -> f64 {

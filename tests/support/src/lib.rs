@@ -43,3 +43,15 @@ pub fn repository() -> PathBuf {
         .canonicalize()
         .expect("the repository root")
 }
+
+/// User + system CPU seconds of a process so far (`/proc/<pid>/stat`,
+/// USER_HZ = 100 on Linux): what the benchmarks measure each process by.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // Fields 14 and 15 of stat(5); the slice starts at field 3.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
