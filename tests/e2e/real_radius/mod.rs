@@ -288,6 +288,7 @@ async fn a_resource_the_provider_rejects_fails_the_template_with_radius_error_th
         .await;
     world.system.wait_phase("app", "Failed").await;
     let message = world.status_message("app").await;
+    eprintln!("the rejected template's status: {message}");
     assert!(
         message.contains("HttpRequestPayloadAPISpecValidationFailed"),
         "Radius's code in the status: {message}"
