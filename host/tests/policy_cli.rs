@@ -84,6 +84,94 @@ fn a_layer_is_checked_and_tested_over_the_default_policy() {
     assert!(all.contains(", 0 failed"), "{all}");
 }
 
+/// A case that only a stack with the team-label layer in it passes: a
+/// template without a `team` label, refused.
+const REFUSED_WITHOUT_A_TEAM: &str = r#"{"description": "no team label: refused",
+    "observation": {"deploymentTemplate": {"meta": {"name": "app", "namespace": "default", "generation": 1}}},
+    "expect": {"error": {"code": "MissingTeamLabel"}}}"#;
+
+#[test]
+fn a_layer_over_a_layer_is_checked_and_tested_over_the_base_chain() {
+    let (keep, team) = (guest("keep-data-stores"), guest("team-label-layer"));
+    let output = radwasm(&["policy", "check", &keep, "--base", &team]);
+    let all = text(&output);
+    assert!(output.status.success(), "{all}");
+    assert!(
+        all.contains("layers on:   team-label-layer@0.1.0 over default@"),
+        "{all}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("refused.json"), REFUSED_WITHOUT_A_TEAM).expect("write");
+    let kept = "guests/keep-data-stores/cases/01-deletion-detaches-the-data-store-and-deletes-the-container.json";
+    std::fs::copy(repo().join(kept), dir.path().join("kept.json")).expect("copy");
+    let cases = dir.path().display().to_string();
+    let output = radwasm(&["policy", "test", &keep, "--base", &team, &cases]);
+    let all = text(&output);
+    assert!(output.status.success(), "{all}");
+    assert!(all.contains("2 passed, 0 failed"), "{all}");
+    // Over the default alone, the refusal is not there.
+    let output = radwasm(&["policy", "test", &keep, &cases]);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("FAIL") && all.contains("refused.json"),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_base_chain_that_cannot_stack_is_refused_naming_why() {
+    let (keep, team) = (guest("keep-data-stores"), guest("team-label-layer"));
+    let cases = path("guests/keep-data-stores/cases");
+    let output = radwasm(&["policy", "test", "default", "--base", &team, &cases]);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{all}");
+    assert!(all.contains("--base is for a layer"), "{all}");
+    let output = radwasm(&[
+        "policy", "test", &keep, "--base", &team, "--base", "default", &cases,
+    ]);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("--base default") && all.contains("only be the first --base"),
+        "{all}"
+    );
+}
+
+#[test]
+fn an_unreadable_case_or_an_unknown_action_fails_that_case_and_the_rest_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(
+        repo().join("guests/keep-data-stores/cases/01-deletion-detaches-the-data-store-and-deletes-the-container.json"),
+        dir.path().join("1-good.json"),
+    )
+    .expect("copy");
+    std::fs::write(dir.path().join("2-broken.json"), "{ not json").expect("write");
+    let good = std::fs::read_to_string(dir.path().join("1-good.json")).expect("read");
+    let typo = good.replace("\"detachResource\"", "\"detach_resource\"");
+    assert_ne!(typo, good);
+    std::fs::write(dir.path().join("3-typo.json"), typo).expect("write");
+    let cases = dir.path().display().to_string();
+    let output = radwasm(&["policy", "test", &guest("keep-data-stores"), &cases]);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{all}");
+    assert!(all.contains("1 passed, 2 failed"), "{all}");
+    let line = |name: &str| {
+        all.lines()
+            .find(|l| l.starts_with("FAIL") && l.contains(name))
+            .unwrap_or_else(|| panic!("no FAIL line for {name}\n{all}"))
+            .to_string()
+    };
+    assert!(line("2-broken.json").contains("not a valid case"), "{all}");
+    let typo = line("3-typo.json");
+    assert!(
+        typo.contains("\"detach_resource\" is not a DeploymentTemplate action")
+            && typo.contains("detachResource")
+            && !typo.contains("not found"),
+        "{typo}"
+    );
+}
+
 #[test]
 fn check_prints_the_description_and_worlds() {
     let output = radwasm(&["policy", "check", "default"]);
@@ -155,8 +243,8 @@ fn bad_files_get_one_clear_error_and_a_non_zero_exit() {
     .expect("write");
     let output = radwasm(&["policy", "test", "default", &bad_case.display().to_string()]);
     let all = text(&output);
-    assert_eq!(output.status.code(), Some(2), "{all}");
-    assert!(all.contains("case.json"), "{all}");
+    assert_eq!(output.status.code(), Some(1), "{all}");
+    assert!(all.contains("FAIL") && all.contains("case.json"), "{all}");
 
     let core = dir.path().join("core.wasm");
     std::fs::write(&core, wat::parse_str("(module)").expect("wat")).expect("write");

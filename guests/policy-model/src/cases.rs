@@ -90,10 +90,19 @@ impl std::error::Error for CaseError {}
 
 /// Load one case file, or every `*.json` below a directory (sorted by path).
 pub fn load_cases(path: &Path) -> Result<Vec<LoadedCase>, CaseError> {
+    case_files(path)?
+        .iter()
+        .map(|file| load_case(file))
+        .collect()
+}
+
+/// The case files `path` names: itself if it is a file, else every
+/// `*.json` below it (sorted by path), each to be loaded with [`load_case`].
+pub fn case_files(path: &Path) -> Result<Vec<PathBuf>, CaseError> {
     let mut files = Vec::new();
     collect(path, &mut files)?;
     files.sort();
-    files.iter().map(|file| load_case(file)).collect()
+    Ok(files)
 }
 
 fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), CaseError> {

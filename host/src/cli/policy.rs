@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Subcommand;
-use radwasm_policy_model::{self as model, cases};
+use radwasm_policy_model as model;
 
 use super::policy_args::PolicyArgs;
 use crate::policy;
@@ -119,7 +119,7 @@ pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
             policy,
             observation,
         } => run_once(&policy, &observation),
-        PolicyCommand::Test { policy, cases } => test(&policy, &cases),
+        PolicyCommand::Test { policy, cases } => super::policy_test::test(&policy, &cases),
         PolicyCommand::Bench {
             policy,
             observation,
@@ -219,54 +219,6 @@ fn run_once(args: &PolicyArgs, observation: &Path) -> anyhow::Result<ExitCode> {
     }
     println!("{}", serde_json::to_string_pretty(&decision.plan)?);
     Ok(ExitCode::SUCCESS)
-}
-
-fn test(args: &PolicyArgs, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
-    let policy = args.load()?;
-    let mut loaded = Vec::new();
-    for path in paths {
-        loaded.extend(cases::load_cases(path)?);
-    }
-    if loaded.is_empty() {
-        anyhow::bail!("no case files (*.json) found in {}", display_paths(paths));
-    }
-    let (mut passed, mut failed) = (0usize, 0usize);
-    for case in &loaded {
-        let name = case.path.display();
-        let outcome = match policy.decide(&case.case.observation) {
-            Ok(decision) => Ok(decision.plan),
-            Err(policy::DecisionError::Policy { error, .. }) => Err(error),
-            Err(error) => {
-                failed += 1;
-                println!("FAIL {name}: the policy did not decide: {error}");
-                continue;
-            }
-        };
-        match cases::check(&case.case, &outcome) {
-            Ok(()) => {
-                passed += 1;
-                println!("ok   {name}");
-            }
-            Err(mismatch) => {
-                failed += 1;
-                println!("FAIL {name}: {mismatch}");
-            }
-        }
-    }
-    println!("{passed} passed, {failed} failed");
-    Ok(if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
-fn display_paths(paths: &[PathBuf]) -> String {
-    paths
-        .iter()
-        .map(|path| path.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Latency summary of one benchmark series.
