@@ -198,7 +198,7 @@ fn data_store_rule_passes_its_cases(lang: &str, fence: &str, file: &str, start: 
         &command,
     );
     let all = text(&output);
-    assert!(all.contains("3 passed, 0 failed"), "{command}: {all}");
+    assert!(all.contains("4 passed, 0 failed"), "{command}: {all}");
 }
 
 #[test]

@@ -292,7 +292,10 @@ fn a_layer_has_its_base_detach_the_data_stores_it_keeps() {
         "world radapp:policy/layer@0.5.0"
     );
     let passed = passes_cases(&layer, &repository().join("guests/keep-data-stores/cases"));
-    assert!(passed >= 3, "{passed} cases");
+    assert_eq!(
+        passed, 4,
+        "its cases, the update that drops a data store among them"
+    );
     let decision = layer
         .decide(&deleting_with_a_data_store())
         .expect("decides");

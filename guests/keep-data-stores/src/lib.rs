@@ -26,6 +26,11 @@ impl Layer for KeepDataStores {
         observation: &TemplateObservation,
         base: TemplatePlan,
     ) -> Result<TemplatePlan, PolicyError> {
+        // Only a deletion keeps them: an update that drops a data store
+        // from the template deletes it, as the base planned.
+        if !observation.meta.deletion_requested {
+            return Ok(base);
+        }
         let data_store = |name: &str| {
             observation.owned_resources.iter().any(|owned| {
                 owned.name == name
