@@ -347,6 +347,12 @@ impl PolicyRegistry {
                 "ReconcilePolicy {} ({how}) is loading its first version",
                 entry.name
             )),
+            (None, Some(problem)) if waits_for_its_base(&entries, entry, problem) => {
+                Selection::Wait(format!(
+                    "ReconcilePolicy {} ({how}) waits for its base: {}",
+                    entry.name, problem.message
+                ))
+            }
             (None, Some(problem)) => Selection::Refuse(format!(
                 "ReconcilePolicy {} ({how}) is not Ready ({}: {}); Ready policies: {}",
                 entry.name,
@@ -437,6 +443,23 @@ fn stacked(entries: &BTreeMap<String, Entry>, entry: &Entry) -> Result<LoadedPol
         // loaded over; a policy that decides alone has no base (the loader
         // refuses one with spec.base).
         _ => Ok(active.policy.clone()),
+    }
+}
+
+/// A layer refused only because its base had no version yet, whose base
+/// is now loaded or still loading its first version: it loads again with
+/// the fetch backoff, so its objects wait rather than fail. A base that
+/// was refused, is missing or leads to a cycle fails them.
+fn waits_for_its_base(entries: &BTreeMap<String, Entry>, entry: &Entry, problem: &Problem) -> bool {
+    let Some(base) = (problem.reason == "BaseNotReady")
+        .then_some(entry.base.as_deref())
+        .flatten()
+    else {
+        return false;
+    };
+    match resolve_base(entries, &mut vec![entry.name.clone()], base) {
+        Ok(_) => true,
+        Err(below) => below.reason == "BaseNotReady" && !below.refused,
     }
 }
 

@@ -333,3 +333,40 @@ fn an_invalid_selector_matches_nothing() {
     );
     assert_eq!(decided_by(select(&registry, &[], &[], None)), None);
 }
+
+#[test]
+fn a_layer_refused_while_its_base_loads_makes_its_objects_wait_not_fail() {
+    let registry = registry();
+    registry.upsert(&object("base", json!({"priority": 0})));
+    registry.upsert(&object("top", json!({"priority": 5, "base": "base"})));
+    // The layer's candidate found its base loading its first version.
+    let problem = registry.base_stack("top", "base").err().expect("not ready");
+    assert_eq!(problem.reason, "BaseNotReady");
+    registry.refuse("top", problem);
+    let waiting = decided_by(select(&registry, &[], &[], None)).unwrap_or_default();
+    assert!(
+        waiting.starts_with("wait: ") && waiting.contains("waits for its base"),
+        "{waiting}"
+    );
+    // The base loaded; the layer loads again with the backoff: still a wait.
+    loaded(&registry, "base", json!({"priority": 0}));
+    let waiting = decided_by(select(&registry, &[], &[], None)).unwrap_or_default();
+    assert!(waiting.starts_with("wait: "), "{waiting}");
+    // A base that was refused fails the objects, naming why.
+    registry.upsert(&object("broken", json!({"priority": 0})));
+    registry.refuse(
+        "broken",
+        Problem {
+            reason: "DigestMismatch",
+            message: "not that one".into(),
+        },
+    );
+    registry.upsert(&object("top", json!({"priority": 5, "base": "broken"})));
+    let problem = registry.base_stack("top", "broken").err().expect("refused");
+    registry.refuse("top", problem);
+    let refused = decided_by(select(&registry, &[], &[], None)).unwrap_or_default();
+    assert!(
+        refused.starts_with("refuse: ") && refused.contains("BaseNotReady"),
+        "{refused}"
+    );
+}
