@@ -312,3 +312,110 @@ fn dev_with_no_example_starts_empty() {
     assert!(status.success(), "{status:?}\n{output}");
     assert!(output.contains("all 0 templates Ready"), "{output}");
 }
+
+/// Serve `body` over plain HTTP on loopback, answering each request only
+/// after `delay`: a module URL that takes that long to fetch.
+fn slow_module_server(body: Vec<u8>, delay: Duration) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("address");
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buffer) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                std::thread::sleep(delay);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(&body);
+            });
+        }
+    });
+    format!("http://{address}/team-label-layer.wasm")
+}
+
+fn guest_bytes(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/{name}.wasm", env!("RADWASM_GUEST_DIR"))).expect("guest")
+}
+
+#[test]
+fn dev_waits_for_a_layers_base_still_loading_and_the_template_gets_ready() {
+    use base64::Engine;
+    // The base (the team-label layer) takes 4 s to fetch; the layer over
+    // it (keep-data-stores, from a ConfigMap) is first refused with
+    // BaseNotReady and loads again 5 s later. Its template waits meanwhile.
+    let base = guest_bytes("team-label-layer");
+    let url = slow_module_server(base.clone(), Duration::from_secs(4));
+    let example = radwasm::cli::dev::EXAMPLE_APP.replacen(
+        "  name: demo\n",
+        "  name: demo\n  labels: {team: a}\n",
+        1,
+    );
+    let manifests = format!(
+        "{example}\n---\napiVersion: radwasm.io/v1alpha1\nkind: ReconcilePolicy\n\
+         metadata: {{name: base}}\nspec:\n  module: {{url: \"{url}\", sha256: {}}}\n\
+         \x20 mode: Shadow\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: keep, namespace: default}}\n\
+         binaryData:\n  policy.wasm: {}\n---\napiVersion: radwasm.io/v1alpha1\nkind: ReconcilePolicy\n\
+         metadata: {{name: keep}}\nspec:\n  module: {{configMap: {{namespace: default, name: keep, key: policy.wasm}}}}\n\
+         \x20 base: base\n",
+        radwasm::policy::digest(&base),
+        base64::engine::general_purpose::STANDARD.encode(guest_bytes("keep-data-stores"))
+    );
+    let dev = Dev::start(&[], &[("stack.yaml", &manifests)]);
+    let (status, output) = dev.finish(Duration::from_secs(120));
+    assert!(status.success(), "{status:?}\n{output}");
+    assert!(output.contains("policy          base: Loaded"), "{output}");
+    assert!(output.contains("all 1 templates Ready"), "{output}");
+    assert!(!output.contains("Failed"), "{output}");
+    assert!(!output.contains("PolicyNotReady"), "{output}");
+}
+
+#[test]
+fn dev_names_a_cluster_scoped_object_without_a_namespace() {
+    let manifests = "apiVersion: v1\nkind: Namespace\nmetadata: {name: dev}\n";
+    let dev = Dev::start(&[], &[("namespace.yaml", manifests)]);
+    let (status, output) = dev.finish(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}\n{output}");
+    assert!(
+        output.lines().any(|l| l == "applied         Namespace dev"),
+        "{output}"
+    );
+}
+
+#[test]
+fn dev_shows_why_a_module_url_cannot_be_fetched() {
+    // A port nothing listens on: the cause is a refused connection.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let manifests = format!(
+        "{}\n---\napiVersion: radwasm.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: unreachable}}\n\
+         spec:\n  module: {{url: \"http://127.0.0.1:{port}/p.wasm\", sha256: {}}}\n\
+         \x20 objectSelector: {{matchLabels: {{team: nobody}}}}\n",
+        radwasm::cli::dev::EXAMPLE_APP,
+        "0".repeat(64)
+    );
+    let dev = Dev::start(&[], &[("unreachable.yaml", &manifests)]);
+    let (status, output) = dev.finish(Duration::from_secs(120));
+    assert!(status.success(), "{status:?}\n{output}");
+    let line = output
+        .lines()
+        .find(|l| l.starts_with("policy          unreachable: FetchFailed"))
+        .unwrap_or_else(|| panic!("no policy line\n{output}"));
+    assert!(
+        line.to_ascii_lowercase().contains("connection refused"),
+        "{line}"
+    );
+}

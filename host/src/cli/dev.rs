@@ -254,23 +254,27 @@ async fn apply(
             );
         };
         let namespace = object.namespace().unwrap_or_else(|| "default".to_string());
-        let api: Api<DynamicObject> = match capabilities.scope {
-            Scope::Namespaced => Api::namespaced_with(client.clone(), &namespace, &resource),
-            Scope::Cluster => Api::all_with(client.clone(), &resource),
-        };
         let name = object.name_any();
+        // A cluster-scoped object is named without a namespace.
+        let (api, shown): (Api<DynamicObject>, String) = match capabilities.scope {
+            Scope::Namespaced => (
+                Api::namespaced_with(client.clone(), &namespace, &resource),
+                format!("{namespace}/{name}"),
+            ),
+            Scope::Cluster => (Api::all_with(client.clone(), &resource), name.clone()),
+        };
         api.create(&PostParams::default(), &object)
             .await
             .map_err(|error| {
                 // The API server's message and field causes, one per line;
                 // not the client's debug form of the error.
                 anyhow::anyhow!(
-                    "creating {} {namespace}/{name}: {}",
+                    "creating {} {shown}: {}",
                     types.kind,
                     crate::controller::describe_kube_error(&error)
                 )
             })?;
-        println!("applied         {} {namespace}/{name}", types.kind);
+        println!("applied         {} {shown}", types.kind);
         if types.kind == "DeploymentTemplate" {
             templates.push((namespace, name));
         } else if types.kind == "ReconcilePolicy" {

@@ -199,11 +199,8 @@ fn envelope_text(envelope: &OciEnvelope) -> String {
 /// The innermost cause of an error (for example "Connection refused (os
 /// error 111)"), without the URL-laden wrappers around it.
 fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = error;
-    while let Some(source) = cause.source() {
-        cause = source;
-    }
-    short(&cause.to_string())
+    let innermost = super::super::causes(error).pop().unwrap_or_default();
+    short(&innermost)
 }
 
 /// At most a line of a registry's free-form text.
