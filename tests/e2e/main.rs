@@ -7,6 +7,7 @@ mod control_plane;
 mod crd_schema;
 mod dev;
 mod drift;
+mod events;
 mod harness;
 mod helm;
 mod image;

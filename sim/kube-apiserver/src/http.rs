@@ -661,6 +661,14 @@ fn create(
         )));
     }
     let warnings = check_fields(target, &body, query)?;
+    let problems = kinds::events_api_create_problems(&target.kind, &body);
+    if !problems.is_empty() {
+        let name = body
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        return Err(ApiError::invalid("", &target.kind.kind, name, problems));
+    }
     let body = kinds::to_storage(&target.kind, body);
     let mut store = state.lock_store();
     if dry_run(query) {

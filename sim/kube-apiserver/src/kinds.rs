@@ -260,6 +260,31 @@ pub fn is_events_api(kind: &Kind) -> bool {
     kind.group == "events.k8s.io" && kind.plural == "events"
 }
 
+/// The real server's rule for an `events.k8s.io/v1` Event it creates: the
+/// deprecated fields that core/v1 shows as `firstTimestamp`,
+/// `lastTimestamp` and `count` must be unset (a client that wants them
+/// writes a core/v1 Event). One cause per field set, named as the real
+/// server names them.
+pub fn events_api_create_problems(kind: &Kind, object: &Value) -> Vec<(String, String)> {
+    if !is_events_api(kind) {
+        return Vec::new();
+    }
+    [
+        ("deprecatedFirstTimestamp", "firstTimestamp"),
+        ("deprecatedLastTimestamp", "lastTimestamp"),
+        ("deprecatedCount", "count"),
+    ]
+    .into_iter()
+    .filter(|(sent, _)| object.get(sent).is_some_and(|v| !v.is_null()))
+    .map(|(_, core)| {
+        (
+            core.to_string(),
+            "Invalid value: \"\": needs to be unset".to_string(),
+        )
+    })
+    .collect()
+}
+
 /// Field renames between `events.k8s.io/v1` (left) and core/v1 (right), as
 /// the real server converts them.
 const EVENT_FIELDS: [(&str, &str); 6] = [
@@ -341,5 +366,26 @@ mod tests {
         assert_eq!(stored["count"], 3);
         assert!(stored.get("note").is_none());
         assert_eq!(to_served(events_api, &stored), sent);
+    }
+
+    #[test]
+    fn an_events_api_event_is_created_without_the_fields_core_v1_shows() {
+        let kinds = builtins();
+        let events_api = kinds
+            .iter()
+            .find(|k| is_events_api(k))
+            .expect("events.k8s.io");
+        let core = kinds
+            .iter()
+            .find(|k| k.group.is_empty() && k.plural == "events")
+            .expect("core/v1 events");
+        let sent = json!({"metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+            "deprecatedLastTimestamp": "2026-01-01T00:00:00Z", "deprecatedCount": 1});
+        let problems = events_api_create_problems(events_api, &sent);
+        assert_eq!(
+            problems.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
+            ["lastTimestamp", "count"]
+        );
+        assert!(events_api_create_problems(core, &sent).is_empty());
     }
 }
