@@ -350,3 +350,89 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
     let _ = api.delete(&keys, &DeleteParams::default()).await;
     system.shutdown().await;
 }
+
+/// A version loaded before the policy asked for signatures was never
+/// verified: once `spec.verify` is added and the module does not verify,
+/// it stops deciding (objects selecting the policy wait, naming the
+/// refusal) instead of deciding on until the next restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adding_verify_stops_a_version_that_was_never_verified() {
+    let registry = crate::registry::Registry::start();
+    let options = registry.options();
+    let trusted = SigningKey::from_slice(&[13; 32]).expect("key");
+    let pushed = oci::push(
+        &registry.reference("policies/unsigned:v1"),
+        &guest("image-tag-guardrail"),
+        &options,
+    )
+    .await
+    .expect("push the guardrail");
+    let system = System::start(&["--policy-insecure-registry", &registry.addr]).await;
+    let select = format!("late-{}", short(&system));
+    let keys = format!("{}-late-keys", system.namespace);
+    put_keys(&system, &keys, &[("cosign.pub", public_pem(&trusted))]).await;
+    let policy = create_policy(
+        &system,
+        "late",
+        json!({"module": {"oci": pushed.reference},
+               "objectSelector": {"matchLabels": {"policy": select}}}),
+    )
+    .await;
+    wait_policy(&system, &policy, "True", "Loaded").await;
+    system
+        .create(&labelled("before", &[("policy", &select)]))
+        .await;
+    let decided = system.wait_phase("before", "Failed").await;
+    assert_eq!(
+        decided.status.and_then(|s| s.policy).map(|p| p.name),
+        Some("image-tag-guardrail".to_string()),
+        "the unverified guardrail decides while nothing asks for a signature"
+    );
+
+    // The admin now asks for signatures; the module has none.
+    crate::policies::policies(&system.client)
+        .patch(
+            &policy,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"verify": {"configMap": {
+                "namespace": system.policy_namespace(), "name": keys}}}})),
+        )
+        .await
+        .expect("add spec.verify");
+    let refused = wait_policy(&system, &policy, "False", "SignatureMissing").await;
+    let status = refused.status.expect("status");
+    assert_eq!(status.name, None, "no version is in charge: {status:?}");
+    assert!(status.verified.is_none());
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    assert!(
+        condition
+            .message
+            .contains("never verified and no longer decides"),
+        "{}",
+        condition.message
+    );
+    system
+        .create(&labelled("after", &[("policy", &select)]))
+        .await;
+    let failed = system.wait_phase("after", "Failed").await;
+    let status = failed.status.expect("status");
+    assert_eq!(status.policy, None, "nothing decided it: {status:?}");
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    assert_eq!(ready.reason, "PolicyNotReady", "{ready:?}");
+    assert!(
+        ready.message.contains("SignatureMissing"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(system.radius().stats().deployment_puts, 0);
+    delete_policies(&system, &[&policy]).await;
+    system.shutdown().await;
+}

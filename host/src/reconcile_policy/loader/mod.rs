@@ -29,7 +29,7 @@ use kube::{Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::crd::{ReconcilePolicy, ReconcilePolicySpec};
-use super::registry::PolicyRegistry;
+use super::registry::{PolicyRegistry, Problem};
 use crate::controller::events::EventRecorders;
 use crate::policy::source;
 use crate::policy::{Fetcher, PolicyEngine};
@@ -262,18 +262,32 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
             follows_tag(policy).then_some(loader.tag_interval)
         }
         Err(problem) => {
-            let keeps = entry
+            let running = entry
                 .as_ref()
                 .and_then(|e| e.active.as_ref())
                 .map(|a| a.policy.display_name());
-            let message = match &keeps {
-                Some(current) => format!("{}; {current} stays in charge", problem.message),
-                None => problem.message.clone(),
+            let retired = policy.spec.verify.is_some() && loader.registry.retire_unverified(&name);
+            let message = match (&running, retired) {
+                (Some(current), true) => format!(
+                    "{}; {current} was never verified and no longer decides",
+                    problem.message
+                ),
+                (Some(current), false) => {
+                    format!("{}; {current} stays in charge", problem.message)
+                }
+                (None, _) => problem.message.clone(),
             };
             tracing::warn!(reconcile_policy = %name, reason = problem.reason, "policy candidate refused: {message}");
             let news = entry.as_ref().and_then(|e| e.problem.as_ref()) != Some(&problem);
             if news {
-                event(loader, policy, EventType::Warning, problem.reason, message).await;
+                event(
+                    loader,
+                    policy,
+                    EventType::Warning,
+                    problem.reason,
+                    message.clone(),
+                )
+                .await;
             }
             // A fetch may work later, a base may be created or become
             // Ready, and a signature may be pushed or a tag move: all are
@@ -288,6 +302,10 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
                 true => backoff.min(loader.tag_interval),
                 false => backoff,
             });
+            let problem = match retired {
+                true => Problem { message, ..problem },
+                false => problem,
+            };
             loader.registry.refuse(&name, problem);
             retry
         }

@@ -40,9 +40,14 @@ pub(super) async fn write_status(
             "False",
             problem.reason,
             format!(
-                "{}; {} (verified before) keeps deciding",
+                "{}; {}{} keeps deciding",
                 problem.message,
-                active.policy.display_name()
+                active.policy.display_name(),
+                if active.verified.is_some() {
+                    " (verified before)"
+                } else {
+                    ""
+                }
             ),
         ),
         (Some(active), Some(problem)) => (

@@ -275,6 +275,24 @@ impl PolicyRegistry {
         }
     }
 
+    /// The policy now asks for a signature check (`spec.verify`): a running
+    /// version loaded without one stops deciding, so no object is decided
+    /// by code nobody verified while its candidates are refused. True if
+    /// one was stopped.
+    pub fn retire_unverified(&self, name: &str) -> bool {
+        let mut entries = self.write();
+        let Some(entry) = entries.get_mut(name) else {
+            return false;
+        };
+        if !entry.active.as_ref().is_some_and(|a| a.verified.is_none()) {
+            return false;
+        }
+        entry.active = None;
+        drop(entries);
+        self.changed();
+        true
+    }
+
     /// A copy of one entry.
     pub fn get(&self, name: &str) -> Option<Entry> {
         self.read().get(name).cloned()
