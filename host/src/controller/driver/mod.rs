@@ -527,11 +527,8 @@ async fn fail<K: Reconciled>(
 ) -> Result<Duration, Error> {
     let name = policy.map(display_name).unwrap_or_default();
     let (reason, label, message) = match failure {
-        Failure::Decision(error) => (
-            "PolicyFailed",
-            error.reason(),
-            format!("policy {name} could not decide: {error}"),
-        ),
+        // The error names the policy (or the layer) and what went wrong.
+        Failure::Decision(error) => ("PolicyFailed", error.reason(), error.to_string()),
         Failure::Plan(violation) => (
             "PlanRejected",
             "PlanRejected",
