@@ -284,7 +284,7 @@ impl PolicyRegistry {
         let Some(entry) = entries.get_mut(name) else {
             return false;
         };
-        if !entry.active.as_ref().is_some_and(|a| a.verified.is_none()) {
+        if entry.active.as_ref().is_none_or(|a| a.verified.is_some()) {
             return false;
         }
         entry.active = None;

@@ -588,8 +588,14 @@ impl RadiusHandle {
 /// The Radius shared by every test of this process that asks for one.
 static SHARED: OnceLock<std::result::Result<(ClusterHandle, RadiusHandle), String>> =
     OnceLock::new();
-/// What the exit handler stops and removes.
-static SHARED_CLEANUP: Mutex<Option<(Vec<(u32, libc::c_int)>, PathBuf, bool)>> = Mutex::new(None);
+/// What the exit handler stops and removes: each process with its stop
+/// signal, the temp dir, and whether to keep it.
+struct Cleanup {
+    stops: Vec<(u32, libc::c_int)>,
+    dir: PathBuf,
+    keep: bool,
+}
+static SHARED_CLEANUP: Mutex<Option<Cleanup>> = Mutex::new(None);
 
 /// Radius on the shared real cluster ([`realkube::shared`]), started on the
 /// first call; each test uses resource groups and namespaces of its own.
@@ -628,8 +634,11 @@ fn start_shared() -> std::result::Result<(ClusterHandle, RadiusHandle), String> 
                 Ok((kube, radius)) => {
                     let keep = std::env::var(KEEP_ENV).is_ok_and(|v| v == "1");
                     if let Ok(mut cleanup) = SHARED_CLEANUP.lock() {
-                        *cleanup =
-                            Some((radius.procs.stops(), radius.dir.path().to_path_buf(), keep));
+                        *cleanup = Some(Cleanup {
+                            stops: radius.procs.stops(),
+                            dir: radius.dir.path().to_path_buf(),
+                            keep,
+                        });
                     }
                     // SAFETY: registers a plain `extern "C" fn` with no arguments.
                     unsafe {
@@ -659,11 +668,11 @@ fn start_shared() -> std::result::Result<(ClusterHandle, RadiusHandle), String> 
 /// At process exit: stop Radius's processes (newest first; PostgreSQL by
 /// SIGQUIT), reap them, and remove the temp dir unless asked to keep it.
 extern "C" fn stop_shared_radius() {
-    let Some((stops, dir, keep)) = SHARED_CLEANUP.lock().ok().and_then(|mut c| c.take()) else {
+    let Some(cleanup) = SHARED_CLEANUP.lock().ok().and_then(|mut c| c.take()) else {
         return;
     };
-    crate::procs::stop_all(&stops);
-    if !keep {
-        let _ = std::fs::remove_dir_all(dir);
+    crate::procs::stop_all(&cleanup.stops);
+    if !cleanup.keep {
+        let _ = std::fs::remove_dir_all(cleanup.dir);
     }
 }
