@@ -114,18 +114,24 @@ impl Backend {
         Ok(deployed)
     }
 
-    fn url(&self, id: &str, api_version: &str) -> String {
-        format!("{}{id}?api-version={api_version}", self.config.radius_url)
-    }
-
-    async fn check_exists(&self, resource: &EvaluatedResource) -> Result<(), ArmError> {
+    /// The resource's URL through UCP, with its api-version.
+    fn url(&self, resource: &EvaluatedResource) -> String {
         let version = resource
             .api_version
             .as_deref()
             .unwrap_or(DEFAULT_RESOURCE_API_VERSION);
-        let answer = self
-            .send(|| self.http.get(self.url(&resource.id, version)))
-            .await?;
+        format!(
+            "{}{}?api-version={version}",
+            self.config.radius_url, resource.id
+        )
+    }
+
+    async fn get(&self, resource: &EvaluatedResource) -> Result<Answer, ArmError> {
+        self.send(|| self.http.get(self.url(resource))).await
+    }
+
+    async fn check_exists(&self, resource: &EvaluatedResource) -> Result<(), ArmError> {
+        let answer = self.get(resource).await?;
         match answer.status {
             status if status.is_success() => Ok(()),
             StatusCode::NOT_FOUND => Err(ArmError::new(
@@ -141,13 +147,9 @@ impl Backend {
 
     /// PUT one resource and follow its operation to the end.
     async fn put(&self, resource: &EvaluatedResource) -> Result<(), ArmError> {
-        let version = resource
-            .api_version
-            .as_deref()
-            .unwrap_or(DEFAULT_RESOURCE_API_VERSION);
         let body = request_body(resource);
         let answer = self
-            .send(|| self.http.put(self.url(&resource.id, version)).json(&body))
+            .send(|| self.http.put(self.url(resource)).json(&body))
             .await?;
         if !answer.status.is_success() {
             return Err(answer.error(&resource.id));
@@ -186,13 +188,7 @@ impl Backend {
     }
 
     async fn settle_by_resource(&self, resource: &EvaluatedResource) -> Result<(), ArmError> {
-        let version = resource
-            .api_version
-            .as_deref()
-            .unwrap_or(DEFAULT_RESOURCE_API_VERSION);
-        let answer = self
-            .send(|| self.http.get(self.url(&resource.id, version)))
-            .await?;
+        let answer = self.get(resource).await?;
         if !answer.status.is_success() {
             return Err(answer.error(&resource.id));
         }

@@ -108,6 +108,19 @@ impl World {
         self.template(name, Value::Object(resources))
     }
 
+    /// Give template `name` the ARM template of `with` (a new generation).
+    async fn replace_template(&self, name: &str, with: DeploymentTemplate) {
+        self.system
+            .templates()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"template": with.spec.template}})),
+            )
+            .await
+            .expect("patch the template");
+    }
+
     /// GET a resource through UCP (not through the proxy): its status code
     /// and body.
     async fn get(&self, id: &str) -> (u16, Value) {
@@ -233,17 +246,9 @@ async fn a_template_deploys_to_ready_through_real_radius_and_an_update_adds_a_re
 
     // An update that adds an application: one more deployment, three
     // resources, nothing deleted.
-    let updated = world.env_and_apps("app", &["frontend", "backend"]);
     world
-        .system
-        .templates()
-        .patch(
-            "app",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"template": updated.spec.template}})),
-        )
-        .await
-        .expect("update");
+        .replace_template("app", world.env_and_apps("app", &["frontend", "backend"]))
+        .await;
     world
         .system
         .wait_template("app", "generation 2 Ready", |t| {
@@ -304,17 +309,9 @@ async fn a_resource_the_provider_rejects_fails_the_template_with_radius_error_th
         world.recorder.requests()
     );
 
-    let fixed = world.env_and_apps("app", &["broken"]);
     world
-        .system
-        .templates()
-        .patch(
-            "app",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"template": fixed.spec.template}})),
-        )
-        .await
-        .expect("fix");
+        .replace_template("app", world.env_and_apps("app", &["broken"]))
+        .await;
     world.system.wait_phase("app", "Ready").await;
     assert!(world.exists(&world.id("applications", "broken")).await);
     assert_eq!(world.deployment_puts("app"), 2);
