@@ -278,14 +278,20 @@ async fn the_annotation_then_priority_then_the_controllers_policy_decide() {
         .create(&labelled("by-labels", &[("team", &team)]))
         .await;
     system.create(&own_app_template("by-default")).await;
-    system.create(&annotated("by-annotation", &named)).await;
+    // The annotation chooses among the policies that admit the template:
+    // the lower-priority team policy here.
+    let mut by_annotation = annotated("by-annotation", &low);
+    by_annotation.metadata.labels = Some(BTreeMap::from([("team".to_string(), team.clone())]));
+    system.create(&by_annotation).await;
+    // A policy whose selectors do not admit the template cannot be named.
+    system.create(&annotated("escape", &named)).await;
     let missing = format!("{}-missing", system.namespace);
     system.create(&annotated("unknown", &missing)).await;
 
     for (template, policy) in [
         ("by-labels", Some(high.as_str())),
         ("by-default", None),
-        ("by-annotation", Some(named.as_str())),
+        ("by-annotation", Some(low.as_str())),
     ] {
         system.wait_phase(template, "Ready").await;
         let ready = wait_decided_by(&system, template, policy).await;
@@ -307,17 +313,31 @@ async fn the_annotation_then_priority_then_the_controllers_policy_decide() {
         0,
         "nothing reached Radius"
     );
+    let escaped = system.wait_phase("escape", "Failed").await;
+    let message = escaped.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "\"{named}\", whose selectors do not admit this object"
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        deployments_of(&system, "escape"),
+        0,
+        "nothing reached Radius"
+    );
 
     // The higher-priority policy goes: its templates move to the next one
     // without any change to them, and are not deployed again.
     delete_policies(&system, &[&high]).await;
     wait_decided_by(&system, "by-labels", Some(&low)).await;
     // The missing policy appears: the failed template is decided again.
+    // It admits the template (no object selector); a shadow, so that it
+    // decides for no template that does not name it.
     let created = create_policy(
         &system,
         "missing",
-        json!({"module": {"builtin": "default"},
-               "objectSelector": {"matchLabels": {"nothing": "matches-this"}}}),
+        json!({"module": {"builtin": "default"}, "mode": "Shadow"}),
     )
     .await;
     assert_eq!(created, missing);

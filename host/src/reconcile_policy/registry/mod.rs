@@ -379,9 +379,18 @@ impl PolicyRegistry {
                 ready_names(&entries)
             )),
         };
+        // The annotation chooses among the policies whose selectors admit
+        // the object: whoever can edit a template must not escape a
+        // guardrail by naming a policy meant for others.
         if let Some(name) = subject.annotations.get(POLICY_ANNOTATION) {
             return match entries.get(name) {
-                Some(entry) => chosen(entry, &format!("named by {POLICY_ANNOTATION}")),
+                Some(entry) if entry.matches(subject) => {
+                    chosen(entry, &format!("named by {POLICY_ANNOTATION}"))
+                }
+                Some(_) => Selection::Refuse(format!(
+                    "annotation {POLICY_ANNOTATION} names ReconcilePolicy {name:?}, whose selectors do not admit this object (its labels, or its namespace's); policies that admit it: {}",
+                    admitting_names(&entries, subject)
+                )),
                 None => Selection::Refuse(format!(
                     "annotation {POLICY_ANNOTATION} names ReconcilePolicy {name:?}, which does not exist; Ready policies: {}",
                     ready_names(&entries)
@@ -525,22 +534,28 @@ fn resolve_base(
 }
 
 fn ready_names(entries: &BTreeMap<String, Entry>) -> String {
-    let ready: BTreeSet<&str> = entries
-        .values()
-        .filter(|e| e.is_ready())
-        .map(|e| e.name.as_str())
-        .collect();
+    listed(entries.values().filter(|e| e.is_ready()))
+}
+
+/// The policies whose selectors admit `subject`.
+fn admitting_names(entries: &BTreeMap<String, Entry>, subject: &Subject<'_>) -> String {
+    listed(entries.values().filter(|e| e.matches(subject)))
+}
+
+/// Names for a message: at most 20, then how many more; "none" if none.
+fn listed<'a>(entries: impl Iterator<Item = &'a Entry>) -> String {
+    let names: BTreeSet<&str> = entries.map(|e| e.name.as_str()).collect();
     const LISTED: usize = 20;
-    let mut names: Vec<&str> = ready.iter().take(LISTED).copied().collect();
-    let more = ready.len().saturating_sub(LISTED);
+    let mut shown: Vec<&str> = names.iter().take(LISTED).copied().collect();
+    let more = names.len().saturating_sub(LISTED);
     let more = (more > 0).then(|| format!("{more} more"));
     if let Some(more) = &more {
-        names.push(more);
+        shown.push(more);
     }
-    if names.is_empty() {
+    if shown.is_empty() {
         "none".to_string()
     } else {
-        names.join(", ")
+        shown.join(", ")
     }
 }
 

@@ -190,30 +190,47 @@ fn the_highest_priority_wins_and_a_tie_goes_to_the_name_sorting_first() {
 }
 
 #[test]
-fn the_annotation_wins_and_a_missing_name_is_refused_listing_the_ready_ones() {
+fn the_annotation_chooses_among_the_policies_that_admit_the_object() {
     let registry = registry();
     loaded(&registry, "everything", json!({"priority": 100}));
     loaded(
         &registry,
-        "named",
-        json!({"objectSelector": {"matchLabels": {"never": "x"}}}),
+        "team-a",
+        json!({"objectSelector": {"matchLabels": {"team": "a"}}}),
     );
+    // Admitted by its selectors, the named policy wins over priority.
     assert_eq!(
         decided_by(select(
             &registry,
-            &[],
-            &[(POLICY_ANNOTATION, "named")],
+            &[("team", "a")],
+            &[(POLICY_ANNOTATION, "team-a")],
             None
         ))
         .as_deref(),
-        Some("named")
+        Some("team-a")
+    );
+    // Not admitted: refused, naming the policies that do admit it, so a
+    // template's editor cannot escape a guardrail by naming another
+    // team's policy.
+    let refused = decided_by(select(
+        &registry,
+        &[("team", "b")],
+        &[(POLICY_ANNOTATION, "team-a")],
+        None,
+    ))
+    .unwrap_or_default();
+    assert!(
+        refused.starts_with("refuse: ")
+            && refused.contains("\"team-a\", whose selectors do not admit this object")
+            && refused.ends_with("policies that admit it: everything"),
+        "{refused}"
     );
     let refused = decided_by(select(&registry, &[], &[(POLICY_ANNOTATION, "gone")], None))
         .unwrap_or_default();
     assert!(
         refused.starts_with("refuse: ")
             && refused.contains("\"gone\"")
-            && refused.ends_with("Ready policies: everything, named"),
+            && refused.ends_with("Ready policies: everything, team-a"),
         "{refused}"
     );
 }
