@@ -21,14 +21,15 @@
 //! (configurations, logs, PostgreSQL's data) after the run. See
 //! `docs/radius-real.md`.
 
+mod config;
 mod controller;
 mod postgres;
 mod recorder;
+mod shared;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -39,6 +40,9 @@ use crate::realkube::{self, ClusterHandle};
 pub use controller::RadiusController;
 pub use postgres::Postgres;
 pub use recorder::{Recorded, Recorder};
+pub use shared::shared;
+
+use config::{Ports, install_encryption_key, provider_config, ucp_config, write_manifests};
 
 /// A directory holding prebuilt `ucpd`, `applications-rp`, `dynamic-rp`,
 /// `controller` and the source tree they came from (`src/`); when unset,
@@ -104,154 +108,6 @@ pub async fn binaries() -> Result<PathBuf> {
 fn free_port() -> Result<(u16, TcpListener)> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("bind 127.0.0.1:0")?;
     Ok((listener.local_addr()?.port(), listener))
-}
-
-/// Where each part listens.
-struct Ports {
-    postgres: u16,
-    /// Where nothing listens: UCP routes `Applications.Messaging` here, so
-    /// a scenario can meet a resource provider that is down.
-    down: u16,
-    ucp: u16,
-    applications_rp: u16,
-    dynamic_rp: u16,
-}
-
-/// UCP's configuration (Radius's `build/configs/ucp.yaml`, on our ports):
-/// the radius plane routes `Applications.*` to applications-rp,
-/// `Microsoft.Resources` to the deployment engine, and everything else to
-/// dynamic-rp; its store is PostgreSQL.
-fn ucp_config(ports: &Ports, db: &Postgres, engine: &str, manifests: &Path) -> String {
-    let rp = format!("http://127.0.0.1:{}", ports.applications_rp);
-    format!(
-        r#"environment:
-  name: "dev"
-  roleLocation: "global"
-server:
-  port: {ucp}
-  pathBase: {PATH_BASE}
-databaseProvider:
-  provider: "postgresql"
-  postgresql:
-    url: "{db_url}"
-secretProvider:
-  provider: "kubernetes"
-queueProvider:
-  provider: "inmemory"
-  name: 'ucp'
-profilerProvider:
-  enabled: false
-initialization:
-  planes:
-    - id: "/planes/radius/local"
-      properties:
-        resourceProviders:
-          Applications.Core: "{rp}"
-          Applications.Messaging: "http://127.0.0.1:{down}"
-          Applications.Dapr: "{rp}"
-          Applications.Datastores: "{rp}"
-          Microsoft.Resources: "{engine}"
-        kind: "UCPNative"
-  manifestDirectory: "{manifests}"
-identity:
-  authMethod: default
-ucp:
-  kind: direct
-  direct:
-    endpoint: "http://127.0.0.1:{ucp}{PATH_BASE}"
-routing:
-  defaultDownstreamEndpoint: "http://127.0.0.1:{dynamic}"
-metricsProvider:
-  enabled: false
-logging:
-  level: "info"
-  json: false
-tracerProvider:
-  enabled: false
-"#,
-        ucp = ports.ucp,
-        db_url = db.url("ucp"),
-        dynamic = ports.dynamic_rp,
-        down = ports.down,
-        manifests = manifests.display(),
-    )
-}
-
-/// Radius's built-in provider manifests (`deploy/manifest/built-in-providers/dev`),
-/// which UCP registers at start-up, with each provider's address on our
-/// ports: the manifests carry the addresses UCP routes to (`localhost:8080`
-/// for applications-rp, `localhost:5017` for the deployment engine).
-/// `Applications.Messaging` goes to the port where nothing listens.
-fn write_manifests(from: &Path, to: &Path, ports: &Ports, engine: &str) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    let rp = format!("http://127.0.0.1:{}", ports.applications_rp);
-    let down = format!("http://127.0.0.1:{}", ports.down);
-    for entry in std::fs::read_dir(from).with_context(|| format!("read {}", from.display()))? {
-        let path = entry?.path();
-        if path.extension().is_none_or(|e| e != "yaml") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path)?;
-        let messaging = text.contains("namespace: Applications.Messaging");
-        let text = text
-            .replace("http://localhost:8080", if messaging { &down } else { &rp })
-            .replace("http://localhost:5017", engine);
-        std::fs::write(to.join(path.file_name().unwrap_or_default()), text)?;
-    }
-    Ok(())
-}
-
-/// A resource provider's configuration (Radius's
-/// `build/configs/applications-rp.yaml` and `dynamic-rp.yaml`).
-fn provider_config(name: &str, port: u16, ucp_port: u16, db_url: &str, terraform: &Path) -> String {
-    // dynamic-rp reaches Kubernetes through its own setting; applications-rp
-    // refuses the field.
-    let kubernetes = if name == "dynamic-rp" {
-        "kubernetes:\n  kind: default\n"
-    } else {
-        ""
-    };
-    format!(
-        r#"environment:
-  name: "dev"
-  roleLocation: "global"
-databaseProvider:
-  provider: "postgresql"
-  postgresql:
-    url: "{db_url}"
-queueProvider:
-  provider: "inmemory"
-  name: {name}
-secretProvider:
-  provider: "kubernetes"
-metricsProvider:
-  enabled: false
-profilerProvider:
-  enabled: false
-{kubernetes}server:
-  host: "127.0.0.1"
-  port: {port}
-  enableArmAuth: false
-workerServer:
-  maxOperationConcurrency: 10
-  maxOperationRetryCount: 2
-ucp:
-  kind: direct
-  direct:
-    endpoint: "http://127.0.0.1:{ucp_port}{PATH_BASE}"
-logging:
-  level: "info"
-  json: false
-tracerProvider:
-  enabled: false
-bicep:
-  deleteRetryCount: 20
-  deleteRetryDelaySeconds: 60
-terraform:
-  path: "{terraform}"
-"#,
-        terraform = terraform.display(),
-    )
 }
 
 /// Radius's control plane, PostgreSQL and the deployment engine. Dropping
@@ -426,55 +282,6 @@ impl RealRadius {
     }
 }
 
-/// The Secret Radius's Helm chart creates for dynamic-rp and UCP
-/// (`radius-system/radius-encryption-key`: a versioned key store, one random
-/// 32-byte key), unless the cluster has it already.
-async fn install_encryption_key(kube: &ClusterHandle) -> Result<()> {
-    use base64::Engine;
-    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
-    let mut key = [0u8; 32];
-    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut key)
-        .context("read a random key")?;
-    let store = serde_json::json!({
-        "currentVersion": 1,
-        "keys": {"1": {
-            "key": b64(&key),
-            "version": 1,
-            "createdAt": "2026-01-01T00:00:00Z",
-            "expiresAt": "2099-01-01T00:00:00Z",
-        }},
-    });
-    let manifest = format!(
-        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: radius-system\n---\n\
-         apiVersion: v1\nkind: Secret\nmetadata:\n  name: radius-encryption-key\n  \
-         namespace: radius-system\ntype: Opaque\ndata:\n  keys.json: {}\n",
-        b64(store.to_string().as_bytes())
-    );
-    let file = tempfile::NamedTempFile::new()?;
-    std::fs::write(file.path(), manifest)?;
-    let path = file.path().display().to_string();
-    let exists = kube
-        .kubectl(&[
-            "-n",
-            "radius-system",
-            "get",
-            "secret",
-            "radius-encryption-key",
-        ])
-        .await?;
-    if exists.status.success() {
-        return Ok(());
-    }
-    let out = kube.kubectl(&["apply", "-f", &path]).await?;
-    if !out.status.success() {
-        bail!(
-            "installing Radius's encryption key: {}",
-            crate::output_text(&out)
-        );
-    }
-    Ok(())
-}
-
 /// Wait until UCP answers and has registered the built-in providers.
 async fn wait_for_ucp(procs: &mut Procs, dir: &Path, ucp_url: &str) -> Result<()> {
     let http = reqwest::Client::builder().no_proxy().build()?;
@@ -582,97 +389,5 @@ impl RadiusHandle {
             std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
-    }
-}
-
-/// The Radius shared by every test of this process that asks for one.
-static SHARED: OnceLock<std::result::Result<(ClusterHandle, RadiusHandle), String>> =
-    OnceLock::new();
-/// What the exit handler stops and removes: each process with its stop
-/// signal, the temp dir, and whether to keep it.
-struct Cleanup {
-    stops: Vec<(u32, libc::c_int)>,
-    dir: PathBuf,
-    keep: bool,
-}
-static SHARED_CLEANUP: Mutex<Option<Cleanup>> = Mutex::new(None);
-
-/// Radius on the shared real cluster ([`realkube::shared`]), started on the
-/// first call; each test uses resource groups and namespaces of its own.
-/// It lives until the process exits: its children are owned by a thread
-/// that never ends, and an exit handler stops them (before the cluster's:
-/// exit handlers run newest first) and removes the temp dir.
-pub async fn shared() -> Result<(ClusterHandle, RadiusHandle)> {
-    let shared = tokio::task::spawn_blocking(|| SHARED.get_or_init(start_shared).clone())
-        .await
-        .context("starting the shared Radius")?;
-    shared.map_err(|e| anyhow!("{e}"))
-}
-
-fn start_shared() -> std::result::Result<(ClusterHandle, RadiusHandle), String> {
-    let (sender, receiver) = std::sync::mpsc::channel();
-    let spawned = std::thread::Builder::new()
-        .name("realradius-shared".to_string())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(e) => {
-                    let _ = sender.send(Err(format!("tokio runtime: {e}")));
-                    return;
-                }
-            };
-            let started = runtime.block_on(async {
-                let kube = realkube::shared().await?;
-                let radius = RealRadius::start(&kube).await?;
-                Ok::<_, anyhow::Error>((kube, radius))
-            });
-            match started {
-                Ok((kube, radius)) => {
-                    let keep = std::env::var(KEEP_ENV).is_ok_and(|v| v == "1");
-                    if let Ok(mut cleanup) = SHARED_CLEANUP.lock() {
-                        *cleanup = Some(Cleanup {
-                            stops: radius.procs.stops(),
-                            dir: radius.dir.path().to_path_buf(),
-                            keep,
-                        });
-                    }
-                    // SAFETY: registers a plain `extern "C" fn` with no arguments.
-                    unsafe {
-                        libc::atexit(stop_shared_radius);
-                    }
-                    let _ = sender.send(Ok((kube, radius.handle())));
-                    // Own the children, the engine and the runtime for the
-                    // rest of the process.
-                    runtime.block_on(std::future::pending::<()>());
-                    drop(radius);
-                }
-                Err(e) => {
-                    let _ = sender.send(Err(format!("{e:#}")));
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        return Err(format!(
-            "cannot start the thread owning the shared Radius: {e}"
-        ));
-    }
-    receiver
-        .recv()
-        .unwrap_or_else(|_| Err("the thread starting the shared Radius died".to_string()))
-}
-
-/// At process exit: stop Radius's processes (newest first; PostgreSQL by
-/// SIGQUIT), reap them, and remove the temp dir unless asked to keep it.
-extern "C" fn stop_shared_radius() {
-    let Some(cleanup) = SHARED_CLEANUP.lock().ok().and_then(|mut c| c.take()) else {
-        return;
-    };
-    crate::procs::stop_all(&cleanup.stops);
-    if !cleanup.keep {
-        let _ = std::fs::remove_dir_all(cleanup.dir);
     }
 }
