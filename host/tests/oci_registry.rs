@@ -757,3 +757,6 @@ async fn a_plain_http_registry_not_listed_as_insecure_says_so() {
 // `radwasm policy sign|verify` with the real cosign, both ways.
 #[path = "oci_registry/signatures.rs"]
 mod signatures;
+
+#[path = "oci_registry/hostile.rs"]
+mod hostile;

@@ -284,7 +284,9 @@ impl Source {
                 let pulled = oci::pull(reference, &options).await.map_err(|error| {
                     let kind = match error {
                         oci::OciError::DigestMismatch { .. } => SourceErrorKind::DigestMismatch,
-                        oci::OciError::TooLarge { .. } => SourceErrorKind::TooLarge,
+                        oci::OciError::TooLarge { .. } | oci::OciError::ManifestTooLarge { .. } => {
+                            SourceErrorKind::TooLarge
+                        }
                         _ => SourceErrorKind::Unavailable,
                     };
                     SourceError {

@@ -34,7 +34,13 @@ impl Fetcher {
                 }
                 .into());
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => {
+                return Err(TrustError::KeysUnreadable {
+                    what,
+                    detail: error.detail,
+                }
+                .into());
+            }
         };
         let data = config_map.data.unwrap_or_default();
         if data.is_empty() {
@@ -75,12 +81,18 @@ impl Fetcher {
         let layers = oci::signatures(&artifact.reference, &artifact.digest, &options)
             .await
             .map_err(|error| match error {
+                oci::OciError::BadSignatures { .. } => {
+                    VerifyFailure::Refused(TrustError::SignatureInvalid {
+                        detail: error.to_string(),
+                    })
+                }
                 oci::OciError::DigestMismatch { .. } => SourceError {
                     kind: SourceErrorKind::DigestMismatch,
                     what: what.clone(),
                     detail: error.to_string(),
-                },
-                error => unavailable(&what, error.to_string()),
+                }
+                .into(),
+                error => unavailable(&what, error.to_string()).into(),
             })?;
         Ok(trust::verify(&layers, &artifact.digest, keys)?)
     }

@@ -116,6 +116,14 @@ impl TrustError {
 pub const TRUST_REASONS: &[&str] = &[
     "SignatureMissing",
     "SignatureUntrusted",
+    /// The keys ConfigMap could not be read (the API server refused or
+    /// failed): nothing is trusted until it can be.
+    #[error("{what} cannot be read: {detail}; nothing is trusted until it can be")]
+    KeysUnreadable { what: String, detail: String },
+    /// What a registry stores as the digest's signatures is not a cosign
+    /// signature manifest that can be read within bounds.
+    #[error("{detail}")]
+    SignatureInvalid { detail: String },
     "SignatureDigestMismatch",
     "VerifyKeysMissing",
     "VerifyKeysInvalid",
@@ -150,6 +158,8 @@ pub struct Image {
     pub docker_manifest_digest: String,
 }
 
+            TrustError::KeysUnreadable { .. } => "VerifyKeysUnreadable",
+            TrustError::SignatureInvalid { .. } => "SignatureInvalid",
 /// The payload cosign signs for `repository` (`registry/repository`) at
 /// `digest`, in cosign's field order.
 pub fn payload(repository: &str, digest: &str) -> Vec<u8> {
@@ -168,6 +178,8 @@ pub fn payload(repository: &str, digest: &str) -> Vec<u8> {
     // Serialising plain strings cannot fail.
     serde_json::to_vec(&payload).unwrap_or_default()
 }
+    "VerifyKeysUnreadable",
+    "SignatureInvalid",
 
 /// A signature layer for `payload`, signed with `key`: the base64 ASN.1
 /// DER ECDSA signature cosign writes.

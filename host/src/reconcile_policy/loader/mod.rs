@@ -290,7 +290,8 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
                 .await;
             }
             // A fetch may work later, a base may be created or become
-            // Ready, and a signature may be pushed or a tag move: all are
+            // Ready, a signature may be pushed, the keys become readable or
+            // a tag move: all are
             // looked at again, paced by the same backoff.
             let retry = (problem.reason == "FetchFailed"
                 || problem.reason.starts_with("Base")
@@ -318,6 +319,7 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
     write_status(loader, policy).await?;
     Ok(retry)
 }
+                || problem.reason == "VerifyKeysUnreadable"
 
 /// The policy names an OCI tag, not a digest: the tag is resolved again
 /// every `--policy-tag-interval`.

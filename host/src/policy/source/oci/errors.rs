@@ -38,6 +38,33 @@ pub enum OciError {
     NotAWasmArtifact { reference: String, detail: String },
     #[error("{reference}: {}; it was not downloaded", too_large(Some(*size), MAX_COMPONENT_BYTES))]
     TooLarge { reference: String, size: u64 },
+    #[error(
+        "{reference}: the manifest is {}larger than the {} MiB a manifest may be; it was not read",
+        size.map(|s| format!("{s} bytes, ")).unwrap_or_default(),
+        super::MAX_MANIFEST_BYTES >> 20
+    )]
+    ManifestTooLarge {
+        reference: String,
+        size: Option<u64>,
+    },
+    #[error(
+        "{reference}: the registry sent more than the {limit} bytes declared for layer {digest}; \
+         the rest was not read"
+    )]
+    LayerTooLong {
+        reference: String,
+        digest: String,
+        limit: u64,
+    },
+    /// What is stored at a digest's signature tag is not a cosign signature
+    /// manifest whose layers can be read: a refusal for trust, not a fetch
+    /// failure.
+    #[error("{reference}: the signatures stored at {tag} cannot be used: {detail}")]
+    BadSignatures {
+        reference: String,
+        tag: String,
+        detail: String,
+    },
     #[error("{reference}: the registry failed: {detail}")]
     Registry { reference: String, detail: String },
     #[error("docker config JSON: {detail}")]

@@ -26,9 +26,7 @@ use std::fmt;
 use std::sync::Once;
 use std::time::Duration;
 
-use futures::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
-use oci_client::errors::OciDistributionError;
 use oci_client::manifest::{self, OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
@@ -37,10 +35,12 @@ use sha2::{Digest, Sha256};
 
 use super::MAX_COMPONENT_BYTES;
 
+mod bounded;
 mod credentials;
 mod errors;
 mod signatures;
 
+pub use bounded::MAX_MANIFEST_BYTES;
 pub use credentials::{Credentials, credentials_from_dockerconfigjson};
 pub use errors::OciError;
 use errors::map_error;
@@ -237,16 +237,16 @@ pub async fn pull(reference: &str, options: &OciOptions) -> Result<Pulled, OciEr
     // refuses another layout without naming the media types found.
     let parsed = parse_reference(reference)?;
     let client = client(reference, options)?;
-    let auth = registry_auth(options);
-    let failed = |error| map_error(reference, &parsed, options, error);
 
-    // The client checks the body against the digest in the reference and
-    // against the registry's Docker-Content-Digest header; hashing it here
-    // again makes the rule independent of the registry sending that header.
-    let (body, _) = client
-        .pull_manifest_raw(&parsed, &auth, ACCEPTED_MANIFESTS)
-        .await
-        .map_err(failed)?;
+    let reader = bounded::Reader {
+        client: &client,
+        parsed: &parsed,
+        reference,
+        options,
+    };
+    // Hashed here (not only against the registry's Docker-Content-Digest
+    // header), so the rule does not depend on the registry sending it.
+    let body = reader.manifest(&parsed, ACCEPTED_MANIFESTS).await?;
     let digest = sha256_digest(&body);
     if let Some(expected) = parsed.digest()
         && expected != digest
@@ -257,36 +257,8 @@ pub async fn pull(reference: &str, options: &OciOptions) -> Result<Pulled, OciEr
         });
     }
     let layer = component_layer(reference, &body)?;
-
     let size = u64::try_from(layer.size).unwrap_or(0);
-    let mut stream = client
-        .pull_blob_stream(&parsed, &layer)
-        .await
-        .map_err(failed)?;
-    let mut component = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    while let Some(chunk) = stream.next().await {
-        match chunk {
-            Ok(bytes) => {
-                component.extend_from_slice(&bytes);
-                if component.len() as u64 > size {
-                    return Err(OciError::Registry {
-                        reference: reference.to_string(),
-                        detail: format!(
-                            "the registry sent more than the {size} bytes the manifest declares \
-                             for layer {}",
-                            layer.digest
-                        ),
-                    });
-                }
-            }
-            // The stream ends in an error when its own digest check fails;
-            // the check below names both digests.
-            Err(error) if is_digest_error(&error) => break,
-            Err(error) => {
-                return Err(failed(OciDistributionError::IoError(error)));
-            }
-        }
-    }
+    let component = reader.blob(&parsed, &layer, MAX_COMPONENT_BYTES).await?;
     let actual = sha256_digest(&component);
     if actual != layer.digest {
         return Err(OciError::DigestMismatch {
@@ -488,12 +460,6 @@ fn component_layer(reference: &str, body: &[u8]) -> Result<OciDescriptor, OciErr
         });
     }
     Ok(layer)
-}
-
-fn is_digest_error(error: &std::io::Error) -> bool {
-    error
-        .get_ref()
-        .is_some_and(|inner| inner.is::<oci_client::errors::DigestError>())
 }
 
 #[cfg(test)]

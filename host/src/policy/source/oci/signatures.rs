@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use oci_client::Reference;
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 
+use super::bounded::{MAX_MANIFEST_BYTES, Reader};
 use super::errors::map_error;
 use super::{
     OCI_MANIFEST_MEDIA_TYPE, OciError, OciOptions, client, parse_reference, registry_auth,
@@ -20,7 +21,7 @@ use crate::policy::trust::{
 const SIGNATURE_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 /// A payload is a few hundred bytes; a larger layer is not read.
 const MAX_PAYLOAD_BYTES: i64 = 64 << 10;
-/// More signatures than this under one digest are not read.
+/// More signatures than this under one digest are refused, not read.
 const MAX_SIGNATURES: usize = 64;
 
 /// The signature manifest's reference for `digest` in `reference`'s repository.
@@ -43,37 +44,57 @@ pub async fn signatures(
     let parsed = parse_reference(reference)?;
     let target = signature_reference(&parsed, digest);
     let client = client(reference, options)?;
-    let auth = registry_auth(options);
-    let failed = |error| map_error(reference, &parsed, options, error);
-    let manifest = match client
-        .pull_manifest_raw(&target, &auth, &[OCI_MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST])
+    let reader = Reader {
+        client: &client,
+        parsed: &parsed,
+        reference,
+        options,
+    };
+    let bad = |detail: String| OciError::BadSignatures {
+        reference: reference.to_string(),
+        tag: signature_tag(digest),
+        detail,
+    };
+    let body = match reader
+        .manifest(&target, &[OCI_MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST])
         .await
     {
-        Ok((body, _)) => read_manifest(reference, &body)?,
-        Err(error) => match failed(error) {
-            OciError::NotFound { .. } => return Ok(Vec::new()),
-            other => return Err(other),
-        },
+        Ok(body) => body,
+        Err(OciError::NotFound { .. }) => return Ok(Vec::new()),
+        Err(OciError::ManifestTooLarge { size, .. }) => {
+            return Err(bad(format!(
+                "the signature manifest is {}larger than {} MiB",
+                size.map(|s| format!("{s} bytes, ")).unwrap_or_default(),
+                MAX_MANIFEST_BYTES >> 20
+            )));
+        }
+        Err(other) => return Err(other),
     };
+    let manifest = read_manifest(&body).map_err(bad)?;
+    if manifest.layers.len() > MAX_SIGNATURES {
+        return Err(bad(format!(
+            "{} signature layers; at most {MAX_SIGNATURES} are read",
+            manifest.layers.len()
+        )));
+    }
     let mut layers = Vec::new();
-    for layer in manifest.layers.iter().take(MAX_SIGNATURES) {
+    for layer in &manifest.layers {
         if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE {
             continue;
         }
         if layer.size > MAX_PAYLOAD_BYTES || layer.size < 0 {
-            return Err(OciError::Registry {
-                reference: reference.to_string(),
-                detail: format!(
-                    "signature layer {} declares {} bytes; a payload is at most {MAX_PAYLOAD_BYTES}",
-                    layer.digest, layer.size
-                ),
-            });
+            return Err(bad(format!(
+                "signature layer {} declares {} bytes; a payload is at most {MAX_PAYLOAD_BYTES}",
+                layer.digest, layer.size
+            )));
         }
-        let mut payload = Vec::new();
-        client
-            .pull_blob(&target, layer, &mut payload)
+        let payload = reader
+            .blob(&target, layer, MAX_PAYLOAD_BYTES as u64)
             .await
-            .map_err(failed)?;
+            .map_err(|error| match error {
+                error @ OciError::LayerTooLong { .. } => bad(error.to_string()),
+                other => other,
+            })?;
         let actual = sha256_digest(&payload);
         if actual != layer.digest {
             return Err(OciError::DigestMismatch {
@@ -95,11 +116,18 @@ pub async fn signatures(
 /// Docker's manifest media type: older cosign releases wrote it.
 const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 
-fn read_manifest(reference: &str, body: &[u8]) -> Result<OciImageManifest, OciError> {
-    serde_json::from_slice(body).map_err(|error| OciError::Registry {
-        reference: reference.to_string(),
-        detail: format!("the signature manifest cannot be read: {error}"),
-    })
+/// The image manifest stored at a signature tag: an index, or anything but
+/// an image manifest, is refused naming what it is.
+fn read_manifest(body: &[u8]) -> Result<OciImageManifest, String> {
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|error| format!("the signature manifest is not JSON: {error}"))?;
+    if value.get("manifests").is_some() {
+        return Err(
+            "it is an image index, not the image manifest of cosign signatures".to_string(),
+        );
+    }
+    serde_json::from_value(value)
+        .map_err(|error| format!("the signature manifest cannot be read: {error}"))
 }
 
 /// Append a signature layer (`payload` with base64 `signature`) to the
@@ -125,7 +153,14 @@ pub async fn push_signature(
         .pull_manifest_raw(&target, &auth, &[OCI_MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST])
         .await
     {
-        Ok((body, _)) => read_manifest(reference, &body)?.layers,
+        Ok((body, _)) => {
+            read_manifest(&body)
+                .map_err(|detail| OciError::Registry {
+                    reference: reference.to_string(),
+                    detail,
+                })?
+                .layers
+        }
         Err(error) => match failed(error) {
             OciError::NotFound { .. } => Vec::new(),
             other => return Err(other),
