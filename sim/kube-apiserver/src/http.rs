@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use futures::SinkExt;
 use serde_json::{Value, json};
 
+use crate::body::{self, Expect};
 use crate::error::ApiError;
 use crate::faults::FaultsHandle;
 use crate::kinds::{self, Kind};
@@ -110,43 +111,6 @@ fn query_map(request: &Request) -> HashMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-async fn body_json(request: Request) -> Result<(HeaderMap, Value), ApiError> {
-    let headers = request.headers().clone();
-    let bytes = axum::body::to_bytes(request.into_body(), 64 << 20)
-        .await
-        .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
-    if bytes.is_empty() {
-        return Ok((headers, Value::Null));
-    }
-    let content_type = headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if content_type.contains("protobuf") || content_type.contains("cbor") {
-        return Err(ApiError::new(
-            415,
-            "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type:?}; the embedded API server does not decode protobuf or CBOR, see docs/apiserver.md)"
-            ),
-        ));
-    }
-    let value = decode_body(content_type, &bytes)?;
-    Ok((headers, value))
-}
-
-/// A request body as a JSON value: YAML if the content type says so,
-/// otherwise JSON.
-pub fn decode_body(content_type: &str, bytes: &[u8]) -> Result<Value, ApiError> {
-    if content_type.contains("yaml") {
-        serde_yaml::from_slice::<Value>(bytes)
-            .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))
-    } else {
-        serde_json::from_slice::<Value>(bytes)
-            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))
-    }
 }
 
 /// What a resource path names.
@@ -381,6 +345,7 @@ async fn resource_request(
         .get("accept")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
+    body::check_accept(accept)?;
     if table::wants_table(accept) {
         target.table = Some(IncludeObject::parse(
             query.get("includeObject").map(String::as_str),
@@ -393,23 +358,23 @@ async fn resource_request(
         (Method::GET, false) => list(state, &target, &query),
         (Method::GET, true) => get(state, &target),
         (Method::POST, false) => {
-            let (_, body) = body_json(request).await?;
+            let (_, body) = body::read(request, Expect::Object(&target.kind)).await?;
             create(state, &target, body, &query)
         }
         (Method::PUT, true) => {
-            let (_, body) = body_json(request).await?;
+            let (_, body) = body::read(request, Expect::Object(&target.kind)).await?;
             update(state, &target, body, &query)
         }
         (Method::PATCH, true) => {
-            let (headers, body) = body_json(request).await?;
+            let (headers, body) = body::read(request, Expect::Patch).await?;
             patch(state, &target, &headers, body, &query)
         }
         (Method::DELETE, true) => {
-            let (_, body) = body_json(request).await?;
+            let (_, body) = body::read(request, Expect::DeleteOptions(&target.kind)).await?;
             delete(state, &target, body, &query)
         }
         (Method::DELETE, false) => {
-            let (_, body) = body_json(request).await?;
+            let (_, body) = body::read(request, Expect::DeleteOptions(&target.kind)).await?;
             delete_collection(state, &target, body, &query)
         }
         (method, _) => Err(ApiError::method_not_allowed(format!(
@@ -1127,7 +1092,7 @@ fn translate(
 
 async fn admin_request(state: &AppState, path: &str, request: Request) -> Response {
     let method = request.method().clone();
-    let body = match body_json(request).await {
+    let body = match body::read(request, Expect::Json).await {
         Ok((_, body)) => body,
         Err(error) => return error.into_response(),
     };

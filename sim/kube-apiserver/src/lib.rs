@@ -6,9 +6,12 @@
 //!
 //! * [`store`]: objects, resourceVersion, history, write rules, GC, CRDs.
 //! * [`http`]: discovery and the verbs, routed like the real server.
+//! * [`body`]: media types; request bodies in JSON, YAML or, through
+//!   [`protobuf`], the Kubernetes protobuf encoding.
 //! * [`paging`]: continue tokens, each bound to the list it continues.
 //! * [`faults`]: fault injection at run time.
 
+mod body;
 mod error;
 mod faults;
 mod http;
@@ -16,6 +19,7 @@ mod kinds;
 mod openapi;
 mod paging;
 mod patch;
+mod protobuf;
 mod schema;
 mod selectors;
 mod store;
@@ -26,8 +30,8 @@ mod table;
 /// stable interface.
 #[doc(hidden)]
 pub mod fuzzing {
+    pub use crate::body::decode_body;
     pub use crate::error::ApiError;
-    pub use crate::http::decode_body;
     pub use crate::patch::{PatchType, apply, strategic_merge};
     pub use crate::selectors::{Filter, Selector, fields_of};
 }
