@@ -2,9 +2,10 @@
 //! follows an OCI tag, and each digest behind it must carry a cosign
 //! signature by a key in its keys ConfigMap before it decides. With a
 //! verified version running, every refusal (unsigned, unknown key, a
-//! signature for another digest, tampered content, keys missing or
-//! malformed) makes the policy `Ready=False` with its own reason, an Event
-//! and a metric, while the running version keeps deciding; and after a
+//! signature for another digest, tampered content) makes the policy
+//! `Ready=False` with its own reason, an Event and a metric, while the
+//! running version keeps deciding; keys missing or malformed stop it; and
+//! after a
 //! restart with an unverifiable module, objects selecting it are decided by
 //! nothing. The simulator's counters show what reached Radius.
 
@@ -22,10 +23,11 @@ use serde_json::json;
 use crate::harness::{System, metric_sum};
 use crate::policies::{create_policy, delete_policies, guest, labelled, short, wait_policy};
 use crate::realkube::eventually;
+use crate::trust_revocation::refused_and_nothing_decides;
 
 /// `component` with a custom section holding `tag`: the same policy under
 /// another digest.
-fn variant(component: &[u8], tag: &str) -> Vec<u8> {
+pub(crate) fn variant(component: &[u8], tag: &str) -> Vec<u8> {
     let name = b"radwasm-test";
     let mut section = vec![name.len() as u8];
     section.extend_from_slice(name);
@@ -37,7 +39,7 @@ fn variant(component: &[u8], tag: &str) -> Vec<u8> {
     out
 }
 
-async fn sign(pinned: &str, key: &SigningKey, options: &OciOptions) {
+pub(crate) async fn sign(pinned: &str, key: &SigningKey, options: &OciOptions) {
     let (repository, digest) = pinned.split_once('@').expect("a pinned reference");
     let payload = trust::payload(repository, digest);
     let signature = trust::sign(&payload, key);
@@ -46,13 +48,13 @@ async fn sign(pinned: &str, key: &SigningKey, options: &OciOptions) {
         .expect("push the signature");
 }
 
-fn public_pem(key: &SigningKey) -> String {
+pub(crate) fn public_pem(key: &SigningKey) -> String {
     key.verifying_key()
         .to_public_key_pem(LineEnding::LF)
         .expect("public key PEM")
 }
 
-async fn put_keys(system: &System, name: &str, data: &[(&str, String)]) {
+pub(crate) async fn put_keys(system: &System, name: &str, data: &[(&str, String)]) {
     let api: Api<ConfigMap> = Api::namespaced(system.client.clone(), system.policy_namespace());
     let _ = api.delete(name, &DeleteParams::default()).await;
     let object = ConfigMap {
@@ -82,7 +84,7 @@ async fn put_keys(system: &System, name: &str, data: &[(&str, String)]) {
 }
 
 /// Events about the cluster-scoped policy, whatever namespace holds them.
-async fn policy_events(system: &System, policy: &str) -> Vec<String> {
+pub(crate) async fn policy_events(system: &System, policy: &str) -> Vec<String> {
     let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(system.client.clone());
     let list = api.list(&ListParams::default()).await.expect("list events");
     list.items
@@ -95,7 +97,7 @@ async fn policy_events(system: &System, policy: &str) -> Vec<String> {
 /// The refusal is loud (status reason, Event, metric) and changes nothing:
 /// a new template selecting the policy is still decided by the guardrail,
 /// and nothing reaches Radius.
-async fn refused_and_guardrail_keeps_deciding(
+pub(crate) async fn refused_and_guardrail_keeps_deciding(
     system: &System,
     policy: &str,
     reason: &str,
@@ -289,7 +291,9 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
     refused_and_guardrail_keeps_deciding(&system, &policy, "DigestMismatch", &select, "t-tampered")
         .await;
 
-    // The tag back on the guardrail; then the keys go, then come back broken.
+    // The tag back on the guardrail; then the keys go, then come back
+    // broken. Without its keys, no key verifies the guardrail either: it
+    // stops deciding (trust_revocation.rs shows a single key removed).
     oci::push(&tag, &guest("image-tag-guardrail"), &options)
         .await
         .expect("push");
@@ -298,23 +302,12 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
     api.delete(&keys, &DeleteParams::default())
         .await
         .expect("delete the keys");
-    refused_and_guardrail_keeps_deciding(
-        &system,
-        &policy,
-        "VerifyKeysMissing",
-        &select,
-        "t-nokeys",
-    )
-    .await;
+    let message =
+        refused_and_nothing_decides(&system, &policy, "VerifyKeysMissing", &select, "t-nokeys")
+            .await;
+    assert!(message.contains("no longer decides"), "{message}");
     put_keys(&system, &keys, &[("cosign.pub", "not a key".to_string())]).await;
-    refused_and_guardrail_keeps_deciding(
-        &system,
-        &policy,
-        "VerifyKeysInvalid",
-        &select,
-        "t-badkeys",
-    )
-    .await;
+    refused_and_nothing_decides(&system, &policy, "VerifyKeysInvalid", &select, "t-badkeys").await;
 
     // A restart with an unverifiable module behind the tag: nothing decides
     // for the objects selecting it (they fail, naming the refusal), and

@@ -22,6 +22,7 @@ pub mod run;
 pub mod runtime_args;
 #[cfg(feature = "dev")]
 pub mod sim;
+pub mod trust_args;
 
 /// Kubernetes controller host for Radius DeploymentTemplates, with the
 /// reconcile policy in sandboxed WebAssembly components.

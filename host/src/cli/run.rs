@@ -25,8 +25,9 @@ use crate::reconcile_policy::loader::{self, Loader};
 #[derive(Debug, Clone, Args)]
 pub struct ControllerArgs {
     /// Policy component (`.wasm`) to decide with, or `default` for the
-    /// built-in one. A file is re-read when it changes; a broken
-    /// replacement is refused and the running policy kept.
+    /// built-in one. A file is re-read when it changes; a broken (or, with
+    /// `--policy-verify-keys`, unsigned) replacement is refused and the
+    /// running policy kept.
     #[arg(long, default_value = "default")]
     pub policy: String,
     /// How often to check the policy file for changes.
@@ -75,11 +76,8 @@ pub struct ControllerArgs {
     /// loopback, say); repeatable.
     #[arg(long, value_name = "HOST:PORT")]
     pub policy_insecure_registry: Vec<String>,
-    /// Load a `ReconcilePolicy` module from a registry or a URL only if its
-    /// policy has `spec.verify` and the module's cosign signature verifies
-    /// (docs/reconcile-policies.md, "Trust").
-    #[arg(long)]
-    pub require_signatures: bool,
+    #[command(flatten)]
+    pub trust: super::trust_args::TrustArgs,
     /// How often a `ReconcilePolicy` that follows an OCI tag (with
     /// `spec.verify` and no digest) resolves the tag again; a new digest is
     /// verified before it replaces the running one.
@@ -220,7 +218,8 @@ impl ControllerHost {
         };
         let options = args.runtime.engine_options(metrics.policy_loads())?;
         let engine = PolicyEngine::with_options(limits, options)?;
-        let policy = PolicySlot::load(engine.clone(), Source::parse(&args.policy))
+        let gate = args.trust.policy_gate(&args.policy, metrics.clone())?;
+        let policy = PolicySlot::load_gated(engine.clone(), Source::parse(&args.policy), gate)
             .with_context(|| format!("loading policy {}", args.policy))?;
         tracing::info!(policy = %policy.current().display_name(), digest = %policy.current().digest(), "policy loaded");
         let throttle = crate::kube_client::Throttle::new(args.kube_api_qps, args.kube_api_burst);
@@ -241,7 +240,7 @@ impl ControllerHost {
             engine,
             insecure_registries: args.policy_insecure_registry.clone(),
             policy_namespace: args.policy_namespace.clone(),
-            require_signatures: args.require_signatures,
+            require_signatures: args.trust.require_signatures,
             policy_tag_interval: args.policy_tag_interval,
             policy_label_selector: args.policy_label_selector.clone(),
             ctx,

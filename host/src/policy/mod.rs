@@ -24,6 +24,6 @@ pub use runtime::{
     Decision, DecisionError, DecisionLimits, Limits, LoadedPolicy, PolicyEngine, digest,
 };
 pub use sandbox::{GuestLog, LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOG_MESSAGES};
-pub use slot::{PolicySlot, Reload};
+pub use slot::{FileGate, PolicySlot, Reload, SlotError};
 pub use source::{Fetched, Fetcher, Source, SourceError};
 pub use validate::{LoadError, Worlds};

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 
 use super::embedded;
+use super::trust::blob;
 use crate::controller::describe_kube_error;
 
 /// The largest component any source supplies; refused before it is
@@ -27,6 +28,8 @@ pub const MAX_COMPONENT_BYTES: u64 = 32 << 20;
 /// The largest component a ConfigMap supplies: the API server keeps a whole
 /// ConfigMap under 1 MiB anyway.
 pub const MAX_CONFIG_MAP_COMPONENT_BYTES: u64 = 1 << 20;
+/// The most bytes of a blob signature read (cosign's is under 100).
+const MAX_SIGNATURE_BYTES: u64 = 4096;
 
 /// Timeout of a whole URL fetch.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -76,6 +79,20 @@ pub struct Fetched {
     pub source_name: String,
     /// For an OCI source: the artifact the bytes came from, pinned.
     pub artifact: Option<Artifact>,
+    /// For a ConfigMap or file source: its blob signature
+    /// (`policy/trust/blob.rs`), read from beside the module, if there is
+    /// one.
+    pub signature: Option<BlobSignature>,
+}
+
+/// The blob signature found beside a module: the key `<key>.sig` of its
+/// ConfigMap, or the file `<path>.sig`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobSignature {
+    /// Where it was looked for: `ConfigMap NS/NAME key K.sig`, or a path.
+    pub name: String,
+    /// Its bytes; `None` when there is no such key or file.
+    pub bytes: Option<Vec<u8>>,
 }
 
 /// The OCI artifact a component was pulled from.
@@ -94,6 +111,7 @@ impl Fetched {
             bytes,
             source_name,
             artifact: None,
+            signature: None,
         }
     }
 }
@@ -266,10 +284,11 @@ impl Source {
             } => {
                 let what = self.to_string();
                 let config_map = fetcher.config_map(namespace, name, &what).await?;
-                Ok(Fetched::new(
-                    what.clone(),
-                    config_map_component(config_map, key, &what)?,
-                ))
+                let signature = config_map_signature(&config_map, namespace, name, key);
+                let mut fetched =
+                    Fetched::new(what.clone(), config_map_component(config_map, key, &what)?);
+                fetched.signature = Some(signature);
+                Ok(fetched)
             }
             Source::Url(url) => fetch_url(fetcher, url).await,
             Source::Oci {
@@ -359,7 +378,59 @@ fn read_file(path: &Path) -> Result<Fetched, SourceError> {
             what,
         });
     }
-    Ok(Fetched::new(what, bytes))
+    let mut fetched = Fetched::new(what, bytes);
+    fetched.signature = Some(file_signature(path));
+    Ok(fetched)
+}
+
+/// The file `<path>.sig`, if it exists. One that cannot be read is taken
+/// as absent (the refusal then says no signature was found there).
+fn file_signature(path: &Path) -> BlobSignature {
+    let mut name = path.as_os_str().to_owned();
+    name.push(blob::SIGNATURE_SUFFIX);
+    let signature = PathBuf::from(name);
+    let bytes = std::fs::File::open(&signature).ok().and_then(|file| {
+        // A signature is under 100 bytes; more is not one.
+        let mut bytes = Vec::new();
+        file.take(MAX_SIGNATURE_BYTES)
+            .read_to_end(&mut bytes)
+            .ok()
+            .map(|_| bytes)
+    });
+    BlobSignature {
+        name: signature.display().to_string(),
+        bytes,
+    }
+}
+
+/// The key `<key>.sig` of the module's ConfigMap, in `binaryData` or `data`.
+fn config_map_signature(
+    config_map: &ConfigMap,
+    namespace: &str,
+    name: &str,
+    key: &str,
+) -> BlobSignature {
+    let signature_key = blob::signature_name(key);
+    let bytes = config_map
+        .binary_data
+        .as_ref()
+        .and_then(|data| data.get(&signature_key))
+        .map(|bytes| bytes.0.clone())
+        .or_else(|| {
+            config_map
+                .data
+                .as_ref()
+                .and_then(|data| data.get(&signature_key))
+                .map(|text| text.clone().into_bytes())
+        })
+        .map(|mut bytes| {
+            bytes.truncate(MAX_SIGNATURE_BYTES as usize);
+            bytes
+        });
+    BlobSignature {
+        name: format!("ConfigMap {namespace}/{name} key {signature_key}"),
+        bytes,
+    }
 }
 
 /// `binaryData[key]` of `config_map`, at most [`MAX_CONFIG_MAP_COMPONENT_BYTES`].

@@ -18,6 +18,7 @@
 //! RustCrypto's (`p256` ECDSA, `sha2`, `scrypt`, `crypto_secretbox`); the
 //! registry side is `oci-client` (`source/oci/signatures.rs`).
 
+pub mod blob;
 pub mod keys;
 
 use base64::Engine as _;
@@ -91,9 +92,24 @@ pub enum TrustError {
     KeysInvalid { what: String, detail: String },
     #[error(
         "{source_name}: the controller runs with --require-signatures and this policy has no \
-         spec.verify; a module from a registry or a URL must be signed"
+         spec.verify; every module but the built-in default must be signed"
     )]
     Required { source_name: String },
+    #[error(
+        "{module} is not signed: no {signature} beside it (sign it with `cosign sign-blob --key \
+         cosign.key --output-signature {signature}` or `radwasm policy sign --key`)"
+    )]
+    BlobUnsigned { module: String, signature: String },
+    #[error("{module}: its signature {signature} is refused: {detail}")]
+    BlobUntrusted {
+        module: String,
+        signature: String,
+        detail: String,
+    },
+    #[error(
+        "its base, ReconcilePolicy {base}, {why}; a layer that must be verified decides only over a verified base"
+    )]
+    BaseUnverified { base: String, why: String },
 }
 
 impl TrustError {
@@ -107,6 +123,9 @@ impl TrustError {
             TrustError::KeysMissing { .. } => "VerifyKeysMissing",
             TrustError::KeysInvalid { .. } => "VerifyKeysInvalid",
             TrustError::Required { .. } => "SignatureRequired",
+            TrustError::BlobUnsigned { .. } => "SignatureMissing",
+            TrustError::BlobUntrusted { .. } => "SignatureUntrusted",
+            TrustError::BaseUnverified { .. } => "BaseUnverified",
         }
     }
 }
@@ -128,6 +147,7 @@ pub const TRUST_REASONS: &[&str] = &[
     "VerifyKeysMissing",
     "VerifyKeysInvalid",
     "SignatureRequired",
+    "BaseUnverified",
     "DigestMismatch",
 ];
 

@@ -59,6 +59,7 @@ pub(super) async fn candidate(
             ));
         }
     }
+    trust::check_base(policy, loader)?;
     let cases = fetch_cases(spec, loader).await?;
     let limits = spec.limits.unwrap_or_default();
     let identity = format!(
@@ -172,9 +173,11 @@ pub(super) fn check_spec(
         }
     }
     if let Some(verify) = &spec.verify {
-        if module.oci.is_none() {
+        if module.oci.is_none() && module.config_map.is_none() {
             return Err(
-                "spec.verify checks cosign signatures of OCI artifacts: it needs spec.module.oci"
+                "spec.verify checks cosign signatures of OCI artifacts and of ConfigMap modules \
+                 (a blob signature under the module's key + .sig): it needs spec.module.oci or \
+                 spec.module.configMap"
                     .to_string(),
             );
         }

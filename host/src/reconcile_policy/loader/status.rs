@@ -131,8 +131,15 @@ fn is_trust_refusal(policy: &ReconcilePolicy, reason: &str) -> bool {
         && crate::policy::trust::TRUST_REASONS.contains(&reason)
 }
 
-/// `registry/repository@digest` of the policy's module.
+/// `registry/repository@digest` of the policy's module; for a ConfigMap
+/// module, `ConfigMap NS/NAME key KEY@sha256:…` (the blob's digest).
 fn verified_reference(policy: &ReconcilePolicy, digest: &str) -> String {
+    if let Some(c) = &policy.spec.module.config_map {
+        return format!(
+            "ConfigMap {}/{} key {}@{digest}",
+            c.namespace, c.name, c.key
+        );
+    }
     let reference = policy.spec.module.oci.as_deref().unwrap_or_default();
     let repository = match reference.rsplit_once('@') {
         Some((repository, _)) => repository,

@@ -56,7 +56,7 @@ fn a_spec_names_exactly_one_module_source_with_the_digests_it_needs() {
         ),
         (
             json!({"module": {"builtin": "default"}, "verify": {"configMap": {"namespace": "radwasm-system", "name": "keys"}}}),
-            "spec.verify checks cosign signatures of OCI artifacts: it needs spec.module.oci",
+            "it needs spec.module.oci or spec.module.configMap",
         ),
         (
             json!({"module": {"oci": "registry.example/p:v1"}, "verify": {"configMap": {"namespace": "team-a", "name": "keys"}}}),
@@ -82,6 +82,8 @@ fn a_spec_names_exactly_one_module_source_with_the_digests_it_needs() {
         // A bare tag is followed only with its digests verified.
         json!({"module": {"oci": "registry.example/p:v1"}, "verify": {"configMap": {"namespace": "radwasm-system", "name": "keys"}}}),
         json!({"module": {"configMap": {"namespace": "radwasm-system", "name": "p", "key": "k"}}}),
+        // A ConfigMap module is verified by its blob signature (key k.sig).
+        json!({"module": {"configMap": {"namespace": "radwasm-system", "name": "p", "key": "k"}}, "verify": {"configMap": {"namespace": "radwasm-system", "name": "keys"}}}),
     ] {
         assert_eq!(refusal(value.clone()), "accepted", "{value}");
     }

@@ -1,13 +1,16 @@
 //! The trust gate of a candidate: the keys `spec.verify` names, the
-//! signature of the fetched artifact's digest, and `--require-signatures`.
-//! Every check counts in `radwasm_policy_verifications_total{result}`; a
-//! refusal is a [`Problem`] with the trust reason, so the version running
-//! keeps deciding and the policy reports `Ready=False` with that reason.
+//! signature of the fetched module (an OCI artifact's digest, or a
+//! ConfigMap module's blob signature), `--require-signatures`, and a
+//! layer's base, held to the layer's rule. Every check counts in
+//! `radwasm_policy_verifications_total{result}`; a refusal is a [`Problem`]
+//! with the trust reason, so the version running keeps deciding and the
+//! policy reports `Ready=False` with that reason.
 
 use kube::ResourceExt;
 
 use crate::policy::source::{Fetched, Source, VerifyFailure};
-use crate::policy::trust::{PublicKey, TrustError, Verified};
+use crate::policy::trust::{PublicKey, TrustError, Verified, blob};
+use crate::policy::{LoadedPolicy, embedded};
 use crate::reconcile_policy::crd::ReconcilePolicy;
 use crate::reconcile_policy::registry::Problem;
 
@@ -33,8 +36,8 @@ fn refused(loader: &Loader, policy: &ReconcilePolicy, failure: VerifyFailure) ->
     refusal
 }
 
-/// The keys `spec.verify` names (`None` without it). A module from a
-/// registry or a URL without `spec.verify` is refused when the controller
+/// The keys `spec.verify` names (`None` without it). Any module but the
+/// built-in default without `spec.verify` is refused when the controller
 /// requires signatures.
 pub(super) async fn trusted_keys(
     policy: &ReconcilePolicy,
@@ -42,7 +45,7 @@ pub(super) async fn trusted_keys(
     loader: &Loader,
 ) -> Result<Option<Vec<PublicKey>>, Problem> {
     let Some(verify) = &policy.spec.verify else {
-        if loader.require_signatures && matches!(source, Source::Oci { .. } | Source::Url(_)) {
+        if loader.require_signatures && !matches!(source, Source::BuiltIn) {
             let error = TrustError::Required {
                 source_name: source.to_string(),
             };
@@ -59,7 +62,8 @@ pub(super) async fn trusted_keys(
         .map_err(|failure| refused(loader, policy, failure))
 }
 
-/// The signature of the artifact `fetched` came from, checked with `keys`.
+/// The signature of the artifact `fetched` came from (or, for a ConfigMap
+/// module, the blob signature beside it), checked with `keys`.
 pub(super) async fn verify(
     policy: &ReconcilePolicy,
     source: &Source,
@@ -67,10 +71,24 @@ pub(super) async fn verify(
     keys: &[PublicKey],
     loader: &Loader,
 ) -> Result<Verified, Problem> {
+    if let (Source::ConfigMap { .. }, Some(signature)) = (source, &fetched.signature) {
+        let verified = blob::verify_blob(
+            &fetched.source_name,
+            &fetched.bytes,
+            &signature.name,
+            signature.bytes.as_deref(),
+            keys,
+        )
+        .map_err(|error| refused(loader, policy, error.into()))?;
+        count(loader, policy, "Verified");
+        tracing::info!(reconcile_policy = %policy.name_any(), module = %fetched.source_name, key = %verified.key, "module blob signature verified");
+        return Ok(verified);
+    }
     let (Some(artifact), Source::Oci { pull_secret, .. }) = (&fetched.artifact, source) else {
         return Err(problem(
             "InvalidSpec",
-            "spec.verify checks cosign signatures of OCI artifacts: it needs spec.module.oci",
+            "spec.verify checks cosign signatures of OCI artifacts and ConfigMap modules: it \
+             needs spec.module.oci or spec.module.configMap",
         ));
     };
     let verified = loader
@@ -81,4 +99,62 @@ pub(super) async fn verify(
     count(loader, policy, "Verified");
     tracing::info!(reconcile_policy = %policy.name_any(), reference = %artifact.reference, key = %verified.key, "module signature verified");
     Ok(verified)
+}
+
+/// A layer that must be verified (the controller requires signatures, or
+/// the layer has `spec.verify`) decides only over verified bases: every
+/// policy down its `spec.base` chain must have loaded a verified version,
+/// or be the built-in default. A base with no loaded version, missing or
+/// in a cycle is left to the stack's own checks (`BaseNotReady`, …).
+pub(super) fn check_base(policy: &ReconcilePolicy, loader: &Loader) -> Result<(), Problem> {
+    let Some(first) = policy.spec.base.as_deref() else {
+        return Ok(());
+    };
+    if !loader.require_signatures && policy.spec.verify.is_none() {
+        return Ok(());
+    }
+    let mut seen = vec![policy.name_any()];
+    let mut next = Some(first.to_string());
+    while let Some(base) = next.take() {
+        if seen.contains(&base) {
+            return Ok(());
+        }
+        let Some(active) = loader.registry.get(&base).and_then(|entry| {
+            next = entry.base.clone();
+            entry.active
+        }) else {
+            return Ok(());
+        };
+        if active.verified.is_none() && !is_built_in(&active.policy) {
+            let why = format!(
+                "runs {} ({}), which was loaded without a verified signature{}",
+                active.policy.display_name(),
+                active.policy.source_name(),
+                if seen.len() > 1 {
+                    format!(" (under {})", seen[1..].join(" -> "))
+                } else {
+                    String::new()
+                }
+            );
+            let error = TrustError::BaseUnverified { base, why };
+            return Err(refused(loader, policy, error.into()));
+        }
+        if !active.policy.is_layer() {
+            return Ok(());
+        }
+        seen.push(base);
+    }
+    Ok(())
+}
+
+/// The default policy compiled into the binary: trusted as the binary is.
+fn is_built_in(policy: &LoadedPolicy) -> bool {
+    policy.source_name() == embedded::DEFAULT_POLICY_SOURCE
+        && policy.digest() == crate::policy::digest(embedded::DEFAULT_POLICY)
+}
+
+/// `spec.verify.annotations`: what every accepted signature must carry.
+pub(super) fn annotations(policy: &ReconcilePolicy) -> std::collections::BTreeMap<String, String> {
+    let verify = policy.spec.verify.as_ref();
+    verify.map(|v| v.annotations.clone()).unwrap_or_default()
 }
