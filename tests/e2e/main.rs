@@ -24,8 +24,6 @@ mod real_radius;
 mod scenarios;
 mod sharding;
 mod trust;
-mod trust_revocation;
-mod trust_refusals;
 mod trust_sources;
 mod truth;
 mod unseen;
