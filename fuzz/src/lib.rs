@@ -232,6 +232,15 @@ fn annotations(u: &mut Unstructured<'_>) -> Result<BTreeMap<String, String>> {
     Ok(annotations)
 }
 
+/// The namespace's labels and annotations (the default policy reads
+/// neither; a layer may).
+fn namespace_meta(u: &mut Unstructured<'_>) -> Result<NamespaceMeta> {
+    Ok(NamespaceMeta {
+        labels: annotations(u)?,
+        annotations: annotations(u)?,
+    })
+}
+
 fn generation(u: &mut Unstructured<'_>) -> Result<i64> {
     Ok(match u.int_in_range(0..=5u8)? {
         0 => i64::MAX,
@@ -470,6 +479,7 @@ pub fn template_observation(u: &mut Unstructured<'_>) -> Result<TemplateObservat
         dependency_cycle,
         deployments,
         deployed_age_ms: age(u)?,
+        namespace: namespace_meta(u)?,
     })
 }
 
@@ -520,5 +530,6 @@ pub fn resource_observation(u: &mut Unstructured<'_>) -> Result<ResourceObservat
         operation,
         last_failure,
         missing_age_ms: age(u)?,
+        namespace: namespace_meta(u)?,
     })
 }

@@ -36,6 +36,7 @@ const CORE_GUESTS: &[&str] = &[
     "annotation-canary",
     "team-label-layer",
     "keep-data-stores",
+    "prod-owner-layer",
 ];
 /// Guests built again with a cargo feature, into their own target
 /// directory (so the two builds of one crate never overwrite each other's

@@ -402,12 +402,12 @@ fn every_page_under_docs_is_in_the_readmes_reading_list() {
 #[test]
 fn the_rules_read_what_they_should() {
     assert_eq!(
-        contract_mentions("`radapp:policy@0.5.0`, `radapp:policy/log@0.4.0`; radapp:policy/types"),
-        ["0.5.0", "0.4.0"]
+        contract_mentions("`radapp:policy@0.6.0`, `radapp:policy/log@0.5.0`; radapp:policy/types"),
+        ["0.6.0", "0.5.0"]
     );
     assert_eq!(
-        versions_called_current("guests built against 0.5 (current, `wit/`"),
-        ["0.5"]
+        versions_called_current("guests built against 0.6 (current, `wit/`"),
+        ["0.6"]
     );
     assert_eq!(
         slug(

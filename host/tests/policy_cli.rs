@@ -75,7 +75,7 @@ fn a_layer_is_checked_and_tested_over_the_default_policy() {
     let output = radwasm(&["policy", "check", &layer]);
     let all = text(&output);
     assert!(output.status.success(), "{all}");
-    assert!(all.contains("world radapp:policy/layer@0.5.0"), "{all}");
+    assert!(all.contains("world radapp:policy/layer@0.6.0"), "{all}");
     assert!(all.contains("layers on:   default@"), "{all}");
     let cases = repo().join("guests/team-label-layer/cases");
     let output = radwasm(&["policy", "test", &layer, &cases.display().to_string()]);
@@ -178,7 +178,7 @@ fn check_prints_the_description_and_worlds() {
     let all = text(&output);
     assert!(output.status.success(), "{all}");
     assert!(all.contains("policy:      default@"), "{all}");
-    assert!(all.contains("world radapp:policy/policy@0.5.0"), "{all}");
+    assert!(all.contains("world radapp:policy/policy@0.6.0"), "{all}");
     assert!(!all.contains("layers on:"), "{all}");
     assert!(all.contains("radapp.io/depends-on"), "{all}");
 }
@@ -304,7 +304,8 @@ fn policy_wit_writes_every_contract_version_the_binary_loads() {
     let all = text(&output);
     assert!(output.status.success(), "{all}");
     for (file, package) in [
-        ("policy.wit", "package radapp:policy@0.5.0;"),
+        ("policy.wit", "package radapp:policy@0.6.0;"),
+        ("v0.5/policy.wit", "package radapp:policy@0.5.0;"),
         ("v0.4/policy.wit", "package radapp:policy@0.4.0;"),
         ("v0.3/policy.wit", "package radapp:policy@0.3.0;"),
         ("v0.2/policy.wit", "package radapp:policy@0.2.0;"),

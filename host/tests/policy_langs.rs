@@ -58,7 +58,7 @@ fn check_and_test(dir: &Path, name: &str) {
         let all = text(&output);
         assert!(all.contains(&expected), "{command}: {all}");
         if command.contains(" check ") {
-            assert!(all.contains("world radapp:policy/layer@0.5.0"), "{all}");
+            assert!(all.contains("world radapp:policy/layer@0.6.0"), "{all}");
             assert!(all.contains("layers on:   default@"), "{all}");
         }
     }

@@ -68,7 +68,7 @@ fn a_layer_loads_over_the_built_in_default_policy() {
     assert!(layer.is_layer());
     assert_eq!(
         layer.worlds().to_string(),
-        "world radapp:policy/layer@0.5.0"
+        "world radapp:policy/layer@0.6.0"
     );
     let base = layer.base().expect("a layer has a base");
     assert_eq!(base.description().name, "default");
@@ -191,7 +191,7 @@ fn a_layer_linked_over_the_default_decides_as_the_host_stacks_it() {
     assert!(!linked.is_layer());
     assert_eq!(
         linked.worlds().to_string(),
-        "world radapp:policy/policy@0.5.0"
+        "world radapp:policy/policy@0.6.0"
     );
     assert_eq!(linked.stack().len(), 1, "{:?}", linked.stack());
     assert!(passes_cases(&linked, &repository().join("guests/team-label-layer/cases")) >= 6);
@@ -289,7 +289,7 @@ fn a_layer_has_its_base_detach_the_data_stores_it_keeps() {
     let layer = keep_data_stores(&engine);
     assert_eq!(
         layer.worlds().to_string(),
-        "world radapp:policy/layer@0.5.0"
+        "world radapp:policy/layer@0.6.0"
     );
     let passed = passes_cases(&layer, &repository().join("guests/keep-data-stores/cases"));
     assert_eq!(

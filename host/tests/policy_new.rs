@@ -246,7 +246,7 @@ fn with_nothing_but_the_binary_a_policy_is_scaffolded_built_checked_and_tested()
     let check = radwasm(&["policy", "check", &wasm]);
     let all = text(&check);
     assert!(check.status.success(), "{all}");
-    assert!(all.contains("world radapp:policy/policy@0.5.0"), "{all}");
+    assert!(all.contains("world radapp:policy/policy@0.6.0"), "{all}");
     assert!(!all.contains("layers on:"), "{all}");
     let cases = dir.join("cases").display().to_string();
     let test = radwasm(&["policy", "test", &wasm, &cases]);
@@ -317,7 +317,7 @@ fn a_scaffolded_policy_builds_on_its_own_and_passes_check_and_its_cases() {
         all.contains("policy:      team-label-guardrail@0.1.0"),
         "{all}"
     );
-    assert!(all.contains("world radapp:policy/layer@0.5.0"), "{all}");
+    assert!(all.contains("world radapp:policy/layer@0.6.0"), "{all}");
     assert!(all.contains("layers on:   default@"), "{all}");
 
     let cases = dir.join("cases").display().to_string();

@@ -265,7 +265,7 @@ fn bad_files_give_one_clear_error_naming_the_file() {
     assert!(
         error
             .to_string()
-            .contains("does not export radapp:policy/metadata@0.5.0"),
+            .contains("does not export radapp:policy/metadata@0.6.0"),
         "{error}"
     );
 
@@ -343,7 +343,7 @@ fn a_guest_built_against_contract_0_1_still_loads_and_decides_like_before() {
     let current = embedded::load_default(&engine).expect("default policy");
     assert_eq!(
         current.worlds().to_string(),
-        "world radapp:policy/policy@0.5.0"
+        "world radapp:policy/policy@0.6.0"
     );
 
     // A new template: both add the finalizer and deploy the same way.

@@ -274,7 +274,7 @@ async fn a_layer_waits_for_its_named_base_and_decides_over_it() {
     let status = loaded.status.expect("status");
     assert_eq!(status.name.as_deref(), Some("team-label-layer"));
     assert!(
-        status.worlds.iter().any(|w| w == "template-layer@0.5.0"),
+        status.worlds.iter().any(|w| w == "template-layer@0.6.0"),
         "{:?}",
         status.worlds
     );

@@ -189,6 +189,17 @@ model! {
         pub annotations: BTreeMap<String, String>,
     }
 
+    /// The labels and annotations of the namespace an object lives in
+    /// (contract 0.6). Empty for a cluster-scoped object and for a
+    /// namespace the host does not know (not yet seen, or deleted); in a
+    /// fixture, an absent `namespace` or list is empty.
+    #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+    #[derive(Default)]
+    pub struct NamespaceMeta {
+        pub labels: BTreeMap<String, String>,
+        pub annotations: BTreeMap<String, String>,
+    }
+
     /// Severity of a Kubernetes Event.
     pub enum EventType {
         Normal,
@@ -372,6 +383,9 @@ model! {
         /// Milliseconds since the host saw this template's last deployment
         /// succeed; `None` if it has recorded none. Contract 0.3.
         pub deployed_age_ms: Option<u64>,
+        /// The labels and annotations of the template's namespace.
+        /// Contract 0.6.
+        pub namespace: NamespaceMeta,
     }
 
     /// A change to a template's status; absent fields are kept.
@@ -488,6 +502,9 @@ model! {
         /// missing in Radius (in the current run of checks that missed it);
         /// `None` if the last check found it, or none has run. Contract 0.3.
         pub missing_age_ms: Option<u64>,
+        /// The labels and annotations of the resource's namespace.
+        /// Contract 0.6.
+        pub namespace: NamespaceMeta,
     }
 
     /// A change to a resource's status; absent fields are kept.

@@ -6,17 +6,18 @@
 //! [`wit_conversions!`](crate::wit_conversions) writes it once: invoked in a
 //! module where the generated interfaces are in scope under short names, it
 //! defines plain conversion functions in that module, for contract version
-//! `v0_5` (current), `v0_4` or `v0_3` (both directions) or `v0_2` / `v0_1` (what a host needs
+//! `v0_6` (current), `v0_5`, `v0_4` or `v0_3` (both directions) or `v0_2` / `v0_1` (what a host needs
 //! to drive a guest built against an older contract: observations to WIT,
 //! plans from WIT).
 //!
 //! ```ignore
 //! use crate::bindings::exports::radapp::policy::metadata;
 //! use crate::bindings::radapp::policy::{resource_types as rp, template_types as tp, types as wit};
-//! radwasm_policy_model::wit_conversions!(v0_5; types = wit, metadata = metadata, template = tp, resource = rp);
+//! radwasm_policy_model::wit_conversions!(v0_6; types = wit, metadata = metadata, template = tp, resource = rp);
 //! ```
 //!
-//! Fields a version lacks are dropped going to WIT. A refused request is
+//! Fields a version lacks are dropped going to WIT, and left empty coming
+//! from it (a 0.5 observation read back has no namespace metadata). A refused request is
 //! shown to a 0.1 guest as a failed operation, which is what 0.1 hosts told
 //! it. A resource in the `Missing` phase (0.3) is shown to a 0.1 or 0.2
 //! guest as `failed`, in a resource's status and in the text of an owned
@@ -27,12 +28,22 @@
 /// module documentation of `radwasm_policy_model::wit`.
 #[macro_export]
 macro_rules! wit_conversions {
+    // 0.6 added the namespace's metadata to both observations; its plans
+    // are 0.5's.
+    (v0_6; types = $wit:ident, metadata = $md:ident, template = $tp:ident, resource = $rp:ident) => {
+        $crate::wit_conversions!(@common $wit, $md, $tp, $rp);
+        $crate::wit_conversions!(@observations_to_wit $wit, $md, $tp, $rp, v0_6);
+        $crate::wit_conversions!(@plans_to_wit $wit, $md, $tp, $rp, v0_6);
+        $crate::wit_conversions!(@observations_from_wit $wit, $md, $tp, $rp, v0_6);
+        $crate::wit_conversions!(@plans_from_wit $wit, $md, $tp, $rp, v0_6);
+        $crate::wit_conversions!(@meta_from_wit $wit, $md, $tp, $rp);
+    };
     // 0.5 added one template action (`detach-resource`); the rest is 0.3's.
     (v0_5; types = $wit:ident, metadata = $md:ident, template = $tp:ident, resource = $rp:ident) => {
         $crate::wit_conversions!(@common $wit, $md, $tp, $rp);
         $crate::wit_conversions!(@observations_to_wit $wit, $md, $tp, $rp, v0_3);
         $crate::wit_conversions!(@plans_to_wit $wit, $md, $tp, $rp, v0_5);
-        $crate::wit_conversions!(@observations_from_wit $wit, $md, $tp, $rp);
+        $crate::wit_conversions!(@observations_from_wit $wit, $md, $tp, $rp, v0_3);
         $crate::wit_conversions!(@plans_from_wit $wit, $md, $tp, $rp, v0_5);
         $crate::wit_conversions!(@meta_from_wit $wit, $md, $tp, $rp);
     };
@@ -219,12 +230,15 @@ macro_rules! wit_conversions {
         $crate::wit_conversions!(@plans_to_wit $wit, $md, $tp, $rp, v0_3);
     };
     (@from_wit $wit:ident, $md:ident, $tp:ident, $rp:ident, v0_3) => {
-        $crate::wit_conversions!(@observations_from_wit $wit, $md, $tp, $rp);
+        $crate::wit_conversions!(@observations_from_wit $wit, $md, $tp, $rp, v0_3);
         $crate::wit_conversions!(@plans_from_wit $wit, $md, $tp, $rp, v0_3);
         $crate::wit_conversions!(@meta_from_wit $wit, $md, $tp, $rp);
     };
 
     // What differs between contract versions, going to WIT.
+    (@resource_phase $rp:ident, v0_6) => {
+        $crate::wit_conversions!(@resource_phase $rp, v0_3);
+    };
     (@resource_phase $rp:ident, v0_3) => {
         #[allow(dead_code)]
         fn resource_phase_to_wit(phase: $crate::ResourcePhase) -> $rp::ResourcePhase {
@@ -283,6 +297,9 @@ macro_rules! wit_conversions {
             }
         }
     };
+    (@refused_to_wit $wit:ident, v0_6) => {
+        $crate::wit_conversions!(@refused_to_wit $wit, v0_2);
+    };
     (@refused_to_wit $wit:ident, v0_3) => {
         $crate::wit_conversions!(@refused_to_wit $wit, v0_2);
     };
@@ -297,6 +314,16 @@ macro_rules! wit_conversions {
         #[allow(dead_code)]
         fn refused_to_wit(error: $crate::RadiusError) -> $wit::OperationResult {
             $wit::OperationResult::Failed(radius_error_to_wit(error))
+        }
+    };
+    (@template_observation_literal $tp:ident, v0_6, $o:ident, $($field:ident),*) => {
+        $tp::TemplateObservation {
+            $($field,)*
+            last_failure: $o.last_failure.map(failure_to_wit),
+            dependency_cycle: $o.dependency_cycle,
+            deployments: $o.deployments,
+            deployed_age_ms: $o.deployed_age_ms,
+            namespace: namespace_to_wit($o.namespace),
         }
     };
     (@template_observation_literal $tp:ident, v0_3, $o:ident, $($field:ident),*) => {
@@ -319,6 +346,9 @@ macro_rules! wit_conversions {
     (@template_observation_literal $tp:ident, v0_1, $o:ident, $($field:ident),*) => {
         $tp::TemplateObservation { $($field,)* }
     };
+    (@owned_resource_literal $tp:ident, v0_6, $owned:ident, $($field:ident),*) => {
+        $crate::wit_conversions!(@owned_resource_literal $tp, v0_3, $owned, $($field),*)
+    };
     (@owned_resource_literal $tp:ident, v0_3, $owned:ident, $($field:ident),*) => {
         $tp::OwnedResource {
             $($field,)*
@@ -327,6 +357,14 @@ macro_rules! wit_conversions {
     };
     (@owned_resource_literal $tp:ident, $older:ident, $owned:ident, $($field:ident),*) => {
         $tp::OwnedResource { $($field,)* }
+    };
+    (@resource_observation_literal $rp:ident, v0_6, $o:ident, $($field:ident),*) => {
+        $rp::ResourceObservation {
+            $($field,)*
+            last_failure: $o.last_failure.map(failure_to_wit),
+            missing_age_ms: $o.missing_age_ms,
+            namespace: namespace_to_wit($o.namespace),
+        }
     };
     (@resource_observation_literal $rp:ident, v0_3, $o:ident, $($field:ident),*) => {
         $rp::ResourceObservation {
@@ -344,6 +382,9 @@ macro_rules! wit_conversions {
     (@resource_observation_literal $rp:ident, v0_1, $o:ident, $($field:ident),*) => {
         $rp::ResourceObservation { $($field,)* }
     };
+    (@failure_to_wit $wit:ident, v0_6) => {
+        $crate::wit_conversions!(@failure_to_wit $wit, v0_2);
+    };
     (@failure_to_wit $wit:ident, v0_3) => {
         $crate::wit_conversions!(@failure_to_wit $wit, v0_2);
     };
@@ -359,11 +400,32 @@ macro_rules! wit_conversions {
         }
     };
     (@failure_to_wit $wit:ident, v0_1) => {};
+    (@namespace_to_wit $wit:ident, v0_6) => {
+        #[allow(dead_code)]
+        fn namespace_to_wit(namespace: $crate::NamespaceMeta) -> $wit::NamespaceMeta {
+            $wit::NamespaceMeta {
+                labels: key_values_to_wit(namespace.labels),
+                annotations: key_values_to_wit(namespace.annotations),
+            }
+        }
+    };
+    // Before 0.6 a guest has no field for the namespace's metadata.
+    (@namespace_to_wit $wit:ident, $older:ident) => {};
+    (@namespace_from_wit $o:ident, v0_6) => {
+        $crate::NamespaceMeta {
+            labels: key_values_from_wit($o.namespace.labels),
+            annotations: key_values_from_wit($o.namespace.annotations),
+        }
+    };
+    (@namespace_from_wit $o:ident, v0_3) => {
+        $crate::NamespaceMeta::default()
+    };
 
     (@observations_to_wit $wit:ident, $md:ident, $tp:ident, $rp:ident, $v:ident) => {
         $crate::wit_conversions!(@failure_to_wit $wit, $v);
         $crate::wit_conversions!(@refused_to_wit $wit, $v);
         $crate::wit_conversions!(@resource_phase $rp, $v);
+        $crate::wit_conversions!(@namespace_to_wit $wit, $v);
 
         #[allow(dead_code)]
         fn operation_to_wit(operation: $crate::OperationObservation) -> $wit::OperationObservation {
@@ -464,7 +526,7 @@ macro_rules! wit_conversions {
         }
     };
 
-    (@observations_from_wit $wit:ident, $md:ident, $tp:ident, $rp:ident) => {
+    (@observations_from_wit $wit:ident, $md:ident, $tp:ident, $rp:ident, $v:ident) => {
         #[allow(dead_code)]
         fn failure_from_wit(failure: $wit::FailureRecord) -> $crate::FailureRecord {
             $crate::FailureRecord {
@@ -550,6 +612,7 @@ macro_rules! wit_conversions {
                 dependency_cycle: o.dependency_cycle,
                 deployments: o.deployments,
                 deployed_age_ms: o.deployed_age_ms,
+                namespace: $crate::wit_conversions!(@namespace_from_wit o, $v),
             }
         }
 
@@ -578,6 +641,7 @@ macro_rules! wit_conversions {
                 operation: o.operation.map(operation_from_wit),
                 last_failure: o.last_failure.map(failure_from_wit),
                 missing_age_ms: o.missing_age_ms,
+                namespace: $crate::wit_conversions!(@namespace_from_wit o, $v),
             }
         }
     };
@@ -595,6 +659,12 @@ macro_rules! wit_conversions {
                 _ => unreachable!("older actions are converted by template_action_from_wit"),
             }
         }
+    };
+    (@template_action_from_wit_newer $tp:ident, v0_6) => {
+        $crate::wit_conversions!(@template_action_from_wit_newer $tp, v0_5);
+    };
+    (@detach_to_wit $tp:ident, v0_6, $name:ident) => {
+        $tp::TemplateAction::DetachResource($name)
     };
     (@detach_to_wit $tp:ident, v0_5, $name:ident) => {
         $tp::TemplateAction::DetachResource($name)

@@ -4,7 +4,7 @@
 //! (`radwasm-policy-model`); every method defaults to the default policy
 //! (`radwasm-policy-core`), so a policy overrides only what it changes.
 //! [`export_policy!`] turns it into the component exports of world
-//! `radapp:policy/policy@0.5.0`:
+//! `radapp:policy/policy@0.6.0`:
 //!
 //! ```ignore
 //! use radwasm_policy_sdk::{Policy, model};
@@ -27,7 +27,7 @@
 //! `radwasm policy new` makes a crate set up for exactly that.
 //!
 //! A *layer* ([`Layer`], exported with [`export_layer!`], world
-//! `radapp:policy/layer@0.5.0`) does not link the default logic at all: the
+//! `radapp:policy/layer@0.6.0`) does not link the default logic at all: the
 //! host gives each decision the plan of the policy below (the built-in
 //! default unless its `ReconcilePolicy` names another base), and the layer
 //! returns it amended. Layers are what `radwasm policy new` makes.
@@ -85,10 +85,10 @@ pub mod bindings {
         inline: "
             package radwasm:sdk;
             world common {
-                import radapp:policy/log@0.5.0;
-                import radapp:policy/template-types@0.5.0;
-                import radapp:policy/resource-types@0.5.0;
-                export radapp:policy/metadata@0.5.0;
+                import radapp:policy/log@0.6.0;
+                import radapp:policy/template-types@0.6.0;
+                import radapp:policy/resource-types@0.6.0;
+                export radapp:policy/metadata@0.6.0;
             }
         ",
         path: "../../wit",
@@ -107,8 +107,8 @@ pub mod policy_bindings {
         inline: "
             package radwasm:sdk;
             world policy-exports {
-                export radapp:policy/template-policy@0.5.0;
-                export radapp:policy/resource-policy@0.5.0;
+                export radapp:policy/template-policy@0.6.0;
+                export radapp:policy/resource-policy@0.6.0;
             }
         ",
         path: "../../wit",
@@ -117,9 +117,9 @@ pub mod policy_bindings {
         export_macro_name: "export_policy_exports",
         default_bindings_module: "radwasm_policy_sdk::policy_bindings",
         with: {
-            "radapp:policy/types@0.5.0": crate::bindings::radapp::policy::types,
-            "radapp:policy/template-types@0.5.0": crate::bindings::radapp::policy::template_types,
-            "radapp:policy/resource-types@0.5.0": crate::bindings::radapp::policy::resource_types,
+            "radapp:policy/types@0.6.0": crate::bindings::radapp::policy::types,
+            "radapp:policy/template-types@0.6.0": crate::bindings::radapp::policy::template_types,
+            "radapp:policy/resource-types@0.6.0": crate::bindings::radapp::policy::resource_types,
         },
     });
 }
@@ -131,8 +131,8 @@ pub mod layer_bindings {
         inline: "
             package radwasm:sdk;
             world layer-exports {
-                export radapp:policy/template-layer@0.5.0;
-                export radapp:policy/resource-layer@0.5.0;
+                export radapp:policy/template-layer@0.6.0;
+                export radapp:policy/resource-layer@0.6.0;
             }
         ",
         path: "../../wit",
@@ -141,9 +141,9 @@ pub mod layer_bindings {
         export_macro_name: "export_layer_exports",
         default_bindings_module: "radwasm_policy_sdk::layer_bindings",
         with: {
-            "radapp:policy/types@0.5.0": crate::bindings::radapp::policy::types,
-            "radapp:policy/template-types@0.5.0": crate::bindings::radapp::policy::template_types,
-            "radapp:policy/resource-types@0.5.0": crate::bindings::radapp::policy::resource_types,
+            "radapp:policy/types@0.6.0": crate::bindings::radapp::policy::types,
+            "radapp:policy/template-types@0.6.0": crate::bindings::radapp::policy::template_types,
+            "radapp:policy/resource-types@0.6.0": crate::bindings::radapp::policy::resource_types,
         },
     });
 }
@@ -285,7 +285,7 @@ pub fn log(level: Level, message: &str) {
 }
 
 /// Export a [`Policy`] implementation as the guest's component exports
-/// (world `radapp:policy/policy@0.5.0`: `metadata.describe`,
+/// (world `radapp:policy/policy@0.6.0`: `metadata.describe`,
 /// `template-policy.decide` and `resource-policy.decide`), converting between
 /// the WIT types and the [`model`] types. Invoke it once, at the crate root
 /// of a `cdylib` crate, with the type implementing [`Policy`]:
@@ -339,7 +339,7 @@ macro_rules! export_policy {
 }
 
 /// Export a [`Layer`] with the default policy linked in as its base: the
-/// component is a policy (world `radapp:policy/policy@0.5.0`) whose every
+/// component is a policy (world `radapp:policy/policy@0.6.0`) whose every
 /// decision runs `radwasm_policy_core`'s default and then the layer over
 /// its plan, in one instance.
 ///
@@ -388,7 +388,7 @@ macro_rules! export_linked_layer {
 }
 
 /// Export a [`Layer`] implementation as the guest's component exports
-/// (world `radapp:policy/layer@0.5.0`: `metadata.describe`,
+/// (world `radapp:policy/layer@0.6.0`: `metadata.describe`,
 /// `template-layer.decide` and `resource-layer.decide`). Invoke it once, at
 /// the crate root of a `cdylib` crate:
 ///

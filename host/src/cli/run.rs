@@ -373,8 +373,8 @@ impl ControllerHost {
         records.flush(Duration::from_secs(5));
     }
 
-    /// Watch `ReconcilePolicy` objects and namespaces' labels, if the CRD
-    /// is installed; without it every object is decided by `--policy`.
+    /// Watch `ReconcilePolicy` objects, if the CRD is installed; without it
+    /// every object is decided by `--policy`.
     async fn start_reconcile_policies(&self, shutdown: &CancellationToken) {
         let ctx = &self.ctx;
         match loader::crd_installed(&ctx.client).await {
@@ -392,22 +392,8 @@ impl ControllerHost {
                 tracing::info!(%error, "could not ask whether the ReconcilePolicy CRD is installed; watching it anyway")
             }
         }
-        let (namespaces, namespace_changes) = loader::namespaces(&ctx.client);
-        ctx.set_namespaces(namespaces);
-        let registry = ctx.policies.clone();
-        let stop = shutdown.clone();
-        tokio::spawn(async move {
-            let mut changes = std::pin::pin!(namespace_changes);
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    next = futures::StreamExt::next(&mut changes) => match next {
-                        Some(()) => registry.poke(),
-                        None => return,
-                    },
-                }
-            }
-        });
+        // The namespaces' labels are watched by the controllers
+        // (`controller::namespaces`), which poke selection when they change.
         match Loader::new(
             ctx.client.clone(),
             ctx.policies.clone(),

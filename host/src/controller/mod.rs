@@ -13,6 +13,7 @@ pub mod execute;
 pub mod guard;
 pub mod index;
 pub mod memory;
+pub mod namespaces;
 pub mod nudge;
 pub mod object;
 pub mod observe;
@@ -64,7 +65,8 @@ pub struct Context {
     pub radius: RadiusClient,
     /// The policy for each object: `ReconcilePolicy` objects and `--policy`.
     pub policies: Arc<PolicyRegistry>,
-    /// Every namespace's labels (for `namespaceSelector`), once watched.
+    /// Every namespace's metadata (labels for `namespaceSelector`, labels
+    /// and annotations for observations), once watched (`namespaces`).
     namespaces: std::sync::OnceLock<reflector::Store<PartialObjectMeta<Namespace>>>,
     pub metrics: Arc<Metrics>,
     /// Events.
@@ -140,7 +142,8 @@ impl Context {
         self
     }
 
-    /// Use this store of namespaces for `namespaceSelector`s.
+    /// Use this store of namespaces for `namespaceSelector`s and
+    /// observations; the first one set stays.
     pub fn set_namespaces(&self, store: reflector::Store<PartialObjectMeta<Namespace>>) {
         let _ = self.namespaces.set(store);
     }
@@ -164,6 +167,12 @@ impl Context {
                 .get(&ObjectRef::new(namespace))
                 .map(|ns| ns.metadata.labels.clone().unwrap_or_default()),
         )
+    }
+
+    /// The labels and annotations of a namespace a policy is shown: empty
+    /// for no namespace, one not cached, or before the watch is set.
+    pub fn namespace_meta(&self, namespace: &str) -> radwasm_policy_model::NamespaceMeta {
+        namespaces::meta(self.namespaces.get(), namespace)
     }
 
     /// Send `DeploymentResource` wake-ups here (the resource controller's

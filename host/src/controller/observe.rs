@@ -1,6 +1,7 @@
 //! Building the observation a policy decides on: the object, what it owns,
-//! the templates it depends on, and one poll of the recorded Radius operation.
-//! Only reads happen here.
+//! the templates it depends on, its namespace's labels and annotations (from
+//! the namespaces' cache, `namespaces.rs`), and one poll of the recorded
+//! Radius operation. Only reads happen here.
 
 use std::collections::BTreeMap;
 
@@ -219,6 +220,7 @@ pub async fn template(
             .last_deployed
             .as_ref()
             .map(|at| super::drift::age_ms(at.0, now)),
+        namespace: ctx.namespace_meta(&namespace),
     })
 }
 
@@ -373,6 +375,7 @@ pub async fn resource(
         operation,
         last_failure,
         missing_age_ms,
+        namespace: ctx.namespace_meta(&namespace),
     })
 }
 

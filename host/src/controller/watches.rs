@@ -271,6 +271,11 @@ pub async fn run(
         resources: resource_store.clone(),
     });
 
+    // A namespace's labels or annotations changed: the objects in it (the
+    // resources through their wake-ups, the templates from this stream).
+    let namespace_changes =
+        super::namespaces::watch(ctx.clone(), template_store.clone(), resource_store.clone());
+
     // A policy swapped in, added, removed or re-selected: the objects whose
     // deciding policy moved are reconciled again.
     let templates_moved = policy_moves(ctx.clone(), template_store.clone());
@@ -282,6 +287,7 @@ pub async fn run(
             received(owners_rx).boxed(),
             received(dependents_rx).boxed(),
             templates_moved.boxed(),
+            namespace_changes.boxed(),
         ],
         template_store,
         &options,

@@ -3,7 +3,25 @@
 //! written once, in `radwasm_policy_model::wit_conversions!`, which the guest
 //! SDK uses too.
 
-/// Contract 0.5 (current): policies and layers; layers may detach.
+/// Contract 0.6 (current): observations carry the namespace's metadata.
+pub mod v0_6 {
+    use super::super::bindings::v0_6::exports::radapp::policy::metadata;
+    use super::super::bindings::v0_6::radapp::policy::{
+        resource_types as rp, template_types as tp, types as wit,
+    };
+
+    radwasm_policy_model::wit_conversions!(v0_6; types = wit, metadata = metadata, template = tp, resource = rp);
+
+    /// A resource plan shown to a layer as its base (every resource action
+    /// exists in this version).
+    pub fn resource_base_to_wit(
+        plan: radwasm_policy_model::ResourcePlan,
+    ) -> Result<rp::ResourcePlan, String> {
+        Ok(resource_plan_to_wit(plan))
+    }
+}
+
+/// Contract 0.5: policies and layers; layers may detach.
 pub mod v0_5 {
     use super::super::bindings::v0_5::exports::radapp::policy::metadata;
     use super::super::bindings::v0_5::radapp::policy::{
@@ -136,6 +154,10 @@ mod tests {
             dependency_cycle: vec!["app".into(), "db".into(), "app".into()],
             deployments: vec!["d1".into(), "d2".into()],
             deployed_age_ms: Some(120_000),
+            namespace: model::NamespaceMeta {
+                labels: [("env".to_string(), "prod".to_string())].into(),
+                annotations: [("owner".to_string(), "team-a".to_string())].into(),
+            },
         }
     }
 
@@ -160,6 +182,7 @@ mod tests {
             operation: template.operation,
             last_failure: template.last_failure,
             missing_age_ms: Some(60_000),
+            namespace: template.namespace,
         }
     }
 
@@ -167,16 +190,17 @@ mod tests {
     fn every_field_survives_the_round_trip_through_the_current_contract() {
         // The guest SDK converts back with the same macro: a field the macro
         // forgot in either direction shows up here.
-        use super::super::bindings::v0_4::radapp::policy::template_types as tp;
+        use super::super::bindings::v0_6::radapp::policy::template_types as tp;
         let observation = full_observation();
         let wit: tp::TemplateObservation =
-            super::v0_4::template_observation_to_wit(observation.clone());
-        let back = super::v0_4::template_observation_from_wit(wit);
+            super::v0_6::template_observation_to_wit(observation.clone());
+        assert_eq!(wit.namespace.labels[0].key, "env");
+        let back = super::v0_6::template_observation_from_wit(wit);
         assert_eq!(back, observation);
 
         let observation = full_resource_observation();
-        let back = super::v0_4::resource_observation_from_wit(
-            super::v0_4::resource_observation_to_wit(observation.clone()),
+        let back = super::v0_6::resource_observation_from_wit(
+            super::v0_6::resource_observation_to_wit(observation.clone()),
         );
         assert_eq!(back, observation);
 
@@ -204,6 +228,25 @@ mod tests {
         let back =
             super::v0_4::resource_plan_from_wit(super::v0_4::resource_plan_to_wit(plan.clone()));
         assert_eq!(back, plan);
+    }
+
+    #[test]
+    fn a_contract_0_5_guest_sees_everything_but_the_namespace() {
+        // 0.5 has no field for it: read back, the namespace is empty and
+        // every other field is as it was.
+        let mut observation = full_observation();
+        let back = super::v0_5::template_observation_from_wit(
+            super::v0_5::template_observation_to_wit(observation.clone()),
+        );
+        observation.namespace = model::NamespaceMeta::default();
+        assert_eq!(back, observation);
+
+        let mut observation = full_resource_observation();
+        let back = super::v0_5::resource_observation_from_wit(
+            super::v0_5::resource_observation_to_wit(observation.clone()),
+        );
+        observation.namespace = model::NamespaceMeta::default();
+        assert_eq!(back, observation);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::{v0_1, v0_2, v0_3, v0_4, v0_5};
+use super::bindings::{v0_1, v0_2, v0_3, v0_4, v0_5, v0_6};
 
 /// Most log messages kept from one decision; later ones are counted, not kept.
 pub const MAX_LOG_MESSAGES: usize = 64;
@@ -183,10 +183,12 @@ macro_rules! log_import {
     )*};
 }
 
-log_import!(v0_1, v0_2, v0_3, v0_4, v0_5);
+log_import!(v0_1, v0_2, v0_3, v0_4, v0_5, v0_6);
 
 // Contract 0.4 keeps each kind's records in a type-only interface.
 impl v0_4::radapp::policy::template_types::Host for SandboxState {}
 impl v0_4::radapp::policy::resource_types::Host for SandboxState {}
 impl v0_5::radapp::policy::template_types::Host for SandboxState {}
 impl v0_5::radapp::policy::resource_types::Host for SandboxState {}
+impl v0_6::radapp::policy::template_types::Host for SandboxState {}
+impl v0_6::radapp::policy::resource_types::Host for SandboxState {}

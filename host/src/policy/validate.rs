@@ -10,12 +10,14 @@ use wasmtime::component::Component;
 /// The contract package.
 pub const PACKAGE: &str = "radapp:policy";
 /// The contract version guests are built against today (`wit/policy.wit`).
-pub const VERSION: &str = "0.5.0";
+pub const VERSION: &str = "0.6.0";
 
 /// A contract version this host loads guests of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contract {
-    /// `wit/policy.wit`: policies and layers; a layer may detach.
+    /// `wit/policy.wit`: observations carry the namespace's metadata.
+    V0_6,
+    /// `wit/v0.5/policy.wit`: policies and layers; a layer may detach.
     V0_5,
     /// `wit/v0.4/policy.wit`: policies and layers.
     V0_4,
@@ -29,7 +31,8 @@ pub enum Contract {
 
 impl Contract {
     /// Every version loaded, newest first.
-    pub const ALL: [Contract; 5] = [
+    pub const ALL: [Contract; 6] = [
+        Contract::V0_6,
         Contract::V0_5,
         Contract::V0_4,
         Contract::V0_3,
@@ -39,6 +42,7 @@ impl Contract {
 
     pub fn version(self) -> &'static str {
         match self {
+            Contract::V0_6 => "0.6.0",
             Contract::V0_5 => "0.5.0",
             Contract::V0_4 => "0.4.0",
             Contract::V0_3 => "0.3.0",
@@ -186,7 +190,7 @@ fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadEr
                 .iter()
                 .any(|name| name == &qualified(METADATA, contract.version()))
         })
-        .unwrap_or(Contract::V0_5);
+        .unwrap_or(Contract::V0_6);
     let version = contract.version();
     let qualified = |interface: &str| qualified(interface, version);
     let has = |interface: &str| exports.iter().any(|name| name == &qualified(interface));
@@ -404,19 +408,19 @@ mod tests {
     #[test]
     fn a_guest_built_against_another_contract_version_is_told_so() {
         let newer = names(&[
-            "radapp:policy/metadata@0.6.0",
-            "radapp:policy/template-policy@0.6.0",
+            "radapp:policy/metadata@0.7.0",
+            "radapp:policy/template-policy@0.7.0",
         ]);
-        let error = check_exports("new.wasm", &newer).expect_err("0.6.0 is not loaded");
+        let error = check_exports("new.wasm", &newer).expect_err("0.7.0 is not loaded");
         let message = error.to_string();
         assert!(message.contains("new.wasm"), "{message}");
         assert!(
-            message.contains("radapp:policy/template-policy@0.6.0"),
+            message.contains("radapp:policy/template-policy@0.7.0"),
             "{message}"
         );
         assert!(
             message.contains(
-                "this host implements radapp:policy@0.5.0, radapp:policy@0.4.0, radapp:policy@0.3.0, radapp:policy@0.2.0 and radapp:policy@0.1.0"
+                "this host implements radapp:policy@0.6.0, radapp:policy@0.5.0, radapp:policy@0.4.0, radapp:policy@0.3.0, radapp:policy@0.2.0 and radapp:policy@0.1.0"
             ),
             "{message}"
         );
@@ -433,12 +437,12 @@ mod tests {
 
     #[test]
     fn a_guest_without_describe_is_told_what_is_missing() {
-        let error = check_exports("p.wasm", &names(&["radapp:policy/template-policy@0.5.0"]))
+        let error = check_exports("p.wasm", &names(&["radapp:policy/template-policy@0.6.0"]))
             .expect_err("metadata is required");
         assert!(
             error
                 .to_string()
-                .contains("does not export radapp:policy/metadata@0.5.0"),
+                .contains("does not export radapp:policy/metadata@0.6.0"),
             "{error}"
         );
     }

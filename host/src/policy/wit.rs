@@ -4,8 +4,12 @@
 
 /// The contract's WIT files, as the binary was built with them: where each
 /// goes under the directory `policy wit` writes, and its text.
-pub const FILES: [(&str, &str); 5] = [
+pub const FILES: [(&str, &str); 6] = [
     ("policy.wit", include_str!("../../../wit/policy.wit")),
+    (
+        "v0.5/policy.wit",
+        include_str!("../../../wit/v0.5/policy.wit"),
+    ),
     (
         "v0.4/policy.wit",
         include_str!("../../../wit/v0.4/policy.wit"),

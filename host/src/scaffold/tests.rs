@@ -473,7 +473,7 @@ fn the_guides_javascript_snippets_are_the_scaffolds_app_js() {
     assert!(blocks.len() >= 3, "{blocks:?}");
     let joined = blocks.concat();
     for needed in [
-        r#"import { log } from "radapp:policy/log@0.5.0";"#,
+        r#"import { log } from "radapp:policy/log@0.6.0";"#,
         "action.tag === \"start-deployment\"",
         "action.val.deploymentName",
         "label.key === TEAM",

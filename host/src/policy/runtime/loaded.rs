@@ -9,7 +9,7 @@ use wasmtime::Store;
 use wasmtime::Trap;
 use wasmtime::component::InstancePre;
 
-use super::super::bindings::{v0_1, v0_2, v0_3, v0_4, v0_5};
+use super::super::bindings::{v0_1, v0_2, v0_3, v0_4, v0_5, v0_6};
 use super::super::convert;
 use super::super::sandbox::{GuestLog, SandboxState};
 use super::super::validate::{Contract, LoadError, Worlds};
@@ -112,6 +112,19 @@ impl LoadedPolicy {
 /// against. Each version's observations and plans go through its own
 /// conversions (`convert.rs`); everything else is shared.
 enum Exports {
+    V0_6(
+        Indices<
+            v0_6_exports::metadata::GuestIndices,
+            Role<
+                v0_6_exports::template_policy::GuestIndices,
+                v0_6_exports::template_layer::GuestIndices,
+            >,
+            Role<
+                v0_6_exports::resource_policy::GuestIndices,
+                v0_6_exports::resource_layer::GuestIndices,
+            >,
+        >,
+    ),
     V0_5(
         Indices<
             v0_5_exports::metadata::GuestIndices,
@@ -166,6 +179,7 @@ use v0_2::exports::radapp::policy as v0_2_exports;
 use v0_3::exports::radapp::policy as v0_3_exports;
 use v0_4::exports::radapp::policy as v0_4_exports;
 use v0_5::exports::radapp::policy as v0_5_exports;
+use v0_6::exports::radapp::policy as v0_6_exports;
 
 struct Indices<M, T, R> {
     metadata: M,
@@ -245,6 +259,7 @@ macro_rules! roles {
 impl Exports {
     fn new(pre: &InstancePre<SandboxState>, worlds: Worlds) -> wasmtime::Result<Self> {
         Ok(match worlds.contract {
+            Contract::V0_6 => roles!(v0_6_exports, V0_6, pre, worlds),
             Contract::V0_5 => roles!(v0_5_exports, V0_5, pre, worlds),
             Contract::V0_4 => roles!(v0_4_exports, V0_4, pre, worlds),
             Contract::V0_3 => Exports::V0_3(indices!(v0_3_exports, pre, worlds)),
@@ -429,6 +444,7 @@ impl LoadedPolicy {
             }};
         }
         match &self.inner.exports {
+            Exports::V0_6(indices) => describe!(indices, v0_6),
             Exports::V0_5(indices) => describe!(indices, v0_5),
             Exports::V0_4(indices) => describe!(indices, v0_4),
             Exports::V0_3(indices) => describe!(indices, v0_3),
@@ -480,6 +496,7 @@ impl LoadedPolicy {
             };
         }
         match &self.inner.exports {
+            Exports::V0_6(indices) => roles_decide!(indices.template, v0_6),
             Exports::V0_5(indices) => roles_decide!(indices.template, v0_5),
             Exports::V0_4(indices) => roles_decide!(indices.template, v0_4),
             Exports::V0_3(indices) => decide!(indices.template.as_ref(), v0_3),
@@ -531,6 +548,7 @@ impl LoadedPolicy {
             };
         }
         match &self.inner.exports {
+            Exports::V0_6(indices) => roles_decide!(indices.resource, v0_6),
             Exports::V0_5(indices) => roles_decide!(indices.resource, v0_5),
             Exports::V0_4(indices) => roles_decide!(indices.resource, v0_4),
             Exports::V0_3(indices) => decide!(indices.resource.as_ref(), v0_3),

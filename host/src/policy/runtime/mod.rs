@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Store};
 
-use super::bindings::{v0_1, v0_2, v0_3, v0_4, v0_5};
+use super::bindings::{v0_1, v0_2, v0_3, v0_4, v0_5, v0_6};
 use super::compile_cache::{DiskCache, LoadCounter, LoadOutcome, MemoryCache};
 use super::options::EngineOptions;
 use super::pool::{self, PoolLimits};
@@ -194,6 +194,11 @@ impl PolicyEngine {
             .map_err(|error| anyhow::anyhow!("linking WASI: {error}"))?;
         // The `log` import of every contract version loaded (their names
         // differ by version, so all live in one linker).
+        v0_6::GuestExports::add_to_linker::<SandboxState, HasSelf<SandboxState>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(|error| anyhow::anyhow!("linking the 0.6 policy log import: {error}"))?;
         v0_5::GuestExports::add_to_linker::<SandboxState, HasSelf<SandboxState>>(
             &mut linker,
             |state| state,
