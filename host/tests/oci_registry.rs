@@ -758,5 +758,8 @@ async fn a_plain_http_registry_not_listed_as_insecure_says_so() {
 #[path = "oci_registry/signatures.rs"]
 mod signatures;
 
+#[path = "oci_registry/blob_signatures.rs"]
+mod blob_signatures;
+
 #[path = "oci_registry/hostile.rs"]
 mod hostile;

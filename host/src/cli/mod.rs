@@ -17,6 +17,7 @@ pub mod policy_new;
 pub mod policy_oci;
 pub mod policy_records;
 pub mod policy_sign;
+pub mod policy_sign_blob;
 pub mod policy_test;
 pub mod run;
 pub mod runtime_args;

@@ -3,7 +3,9 @@
 //! `cosign verify --key` accepts what `policy sign` writes and `policy
 //! verify` accepts what `cosign sign --key` writes. Keys are cosign's: a
 //! `cosign generate-key-pair` private key (password from `COSIGN_PASSWORD`)
-//! or a PKCS#8 EC P-256 PEM, and PEM public keys.
+//! or a PKCS#8 EC P-256 PEM, and PEM public keys. A module file is signed
+//! and verified as a blob instead, as `cosign sign-blob` and `cosign
+//! verify-blob` do (`policy_sign_blob.rs`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,12 +23,18 @@ pub const COSIGN_PASSWORD_ENV: &str = "COSIGN_PASSWORD";
 #[derive(Debug, Args)]
 pub struct SignArgs {
     /// What to sign: `REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`; a tag is
-    /// resolved to its digest, and the digest is what is signed.
+    /// resolved to its digest, and the digest is what is signed. Or a
+    /// module file (`policy.wasm`, for a ConfigMap or `--policy`), signed as
+    /// `cosign sign-blob` signs it.
     pub reference: String,
     /// The private key: cosign's (`cosign generate-key-pair`, password in
     /// COSIGN_PASSWORD) or a PKCS#8 EC P-256 PEM.
     #[arg(long)]
     pub key: PathBuf,
+    /// For a module file: where to write its signature (default
+    /// `<file>.sig`, where the controller looks for it).
+    #[arg(long, value_name = "FILE")]
+    pub output_signature: Option<PathBuf>,
     #[command(flatten)]
     pub registry: RegistryArgs,
 }
@@ -39,6 +47,10 @@ pub struct VerifyArgs {
     /// any of them is accepted.
     #[arg(long, required = true)]
     pub key: Vec<PathBuf>,
+    /// For a module file: its signature (default `<file>.sig`), as `cosign
+    /// verify-blob --signature` reads it.
+    #[arg(long, value_name = "FILE")]
+    pub signature: Option<PathBuf>,
     #[command(flatten)]
     pub registry: RegistryArgs,
 }
@@ -51,6 +63,10 @@ pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("{what}: cannot read the private key"))?;
     let password = std::env::var(COSIGN_PASSWORD_ENV).ok();
     let key = trust::signing_key_from_pem(&what, &pem, password.as_deref())?;
+    if super::policy_sign_blob::is_file(&args.reference) {
+        let module = PathBuf::from(&args.reference);
+        return super::policy_sign_blob::sign(&module, &key, args.output_signature.as_deref());
+    }
     let runtime = runtime()?;
     // The digest signed is the one whose content was pulled and checked.
     let pulled = runtime
@@ -85,6 +101,10 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         let pem = std::fs::read_to_string(path)
             .with_context(|| format!("{what}: cannot read the public key"))?;
         keys.push(trust::public_key_from_pem(&what, &pem)?);
+    }
+    if super::policy_sign_blob::is_file(&args.reference) {
+        let module = PathBuf::from(&args.reference);
+        return super::policy_sign_blob::verify(&module, &keys, args.signature.as_deref());
     }
     let runtime = runtime()?;
     let pulled = runtime

@@ -13,7 +13,7 @@ use p256::pkcs8::{EncodePrivateKey, EncodePublicKey, LineEnding};
 
 use super::*;
 
-const PASSWORD: &str = "correct horse battery staple";
+pub(super) const PASSWORD: &str = "correct horse battery staple";
 
 /// The path of `cosign`, built (or reused) by tests/cosign/build.sh.
 fn cosign_binary() -> PathBuf {
@@ -31,21 +31,24 @@ fn cosign_binary() -> PathBuf {
     PathBuf::from(stdout.lines().last().expect("the cosign path").trim())
 }
 
-/// cosign with everything it writes in `home`, offline.
-struct Cosign {
+/// cosign with everything it writes in `home`, offline: whatever it asks
+/// outside loopback (Sigstore's TUF repository, which `verify-blob` asks
+/// for even with `--insecure-ignore-tlog`) goes to a proxy address on
+/// loopback where nothing listens, and fails there.
+pub(super) struct Cosign {
     binary: PathBuf,
     home: tempfile::TempDir,
 }
 
 impl Cosign {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             binary: cosign_binary(),
             home: tempfile::tempdir().expect("cosign home"),
         }
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(super) fn run(&self, args: &[&str]) -> Output {
         let home = self.home.path();
         Command::new(&self.binary)
             .args(args)
@@ -59,12 +62,15 @@ impl Cosign {
             .env("COSIGN_YES", "true")
             .env("COSIGN_EXPERIMENTAL", "0")
             .env("DOCKER_CONFIG", home.join("docker"))
+            .env("HTTPS_PROXY", "http://127.0.0.1:9")
+            .env("HTTP_PROXY", "http://127.0.0.1:9")
+            .env("NO_PROXY", "127.0.0.1,localhost")
             .output()
             .expect("run cosign")
     }
 
     /// `cosign generate-key-pair`: `cosign.key` (encrypted) and `cosign.pub`.
-    fn generate_key_pair(&self) -> (PathBuf, PathBuf) {
+    pub(super) fn generate_key_pair(&self) -> (PathBuf, PathBuf) {
         let output = self.run(&["generate-key-pair"]);
         assert!(
             output.status.success(),
