@@ -494,6 +494,37 @@ async fn pushing_a_file_that_is_not_a_policy_is_refused_before_any_request() {
         assert!(all.contains(why), "{all}");
     }
 
+    // A plain-HTTP registry off loopback is warned about (and this one is
+    // never reached: the file is refused first).
+    let far = "registry.example.invalid:5000";
+    let output = radwasm(&[
+        "policy",
+        "push",
+        &path_arg(&text_file),
+        &format!("{far}/policies/bad:v1"),
+        "--insecure-registry",
+        far,
+    ]);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains(&format!(
+            "warning: registry {far} is reached over plain HTTP"
+        )),
+        "{all}"
+    );
+    assert!(
+        !text(&radwasm(&[
+            "policy",
+            "push",
+            &path_arg(&text_file),
+            &reference,
+            "--insecure-registry",
+            &addr
+        ]))
+        .contains("warning")
+    );
+
     // The library refuses what is not a component, too.
     let options = OciOptions {
         insecure_registries: vec![addr.clone()],

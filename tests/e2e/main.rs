@@ -25,6 +25,8 @@ mod scenarios;
 mod sharding;
 mod trust;
 mod trust_sources;
+mod trust_revocation;
+mod trust_refusals;
 mod truth;
 mod unseen;
 

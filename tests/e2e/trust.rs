@@ -25,7 +25,7 @@ use crate::realkube::eventually;
 
 /// `component` with a custom section holding `tag`: the same policy under
 /// another digest.
-fn variant(component: &[u8], tag: &str) -> Vec<u8> {
+pub(crate) fn variant(component: &[u8], tag: &str) -> Vec<u8> {
     let name = b"radwasm-test";
     let mut section = vec![name.len() as u8];
     section.extend_from_slice(name);
@@ -37,7 +37,7 @@ fn variant(component: &[u8], tag: &str) -> Vec<u8> {
     out
 }
 
-async fn sign(pinned: &str, key: &SigningKey, options: &OciOptions) {
+pub(crate) async fn sign(pinned: &str, key: &SigningKey, options: &OciOptions) {
     let (repository, digest) = pinned.split_once('@').expect("a pinned reference");
     let payload = trust::payload(repository, digest);
     let signature = trust::sign(&payload, key);
@@ -95,7 +95,7 @@ pub(crate) async fn policy_events(system: &System, policy: &str) -> Vec<String> 
 /// The refusal is loud (status reason, Event, metric) and changes nothing:
 /// a new template selecting the policy is still decided by the guardrail,
 /// and nothing reaches Radius.
-async fn refused_and_guardrail_keeps_deciding(
+pub(crate) async fn refused_and_guardrail_keeps_deciding(
     system: &System,
     policy: &str,
     reason: &str,

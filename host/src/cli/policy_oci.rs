@@ -87,6 +87,9 @@ impl RegistryArgs {
                 "a registry password was given but no user name: use --username or {USERNAME_ENV}"
             ),
         };
+        for warning in oci::insecure_registry_warnings(&self.insecure_registries) {
+            eprintln!("warning: {warning}");
+        }
         Ok(OciOptions {
             insecure_registries: self.insecure_registries.clone(),
             auth,

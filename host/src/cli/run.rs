@@ -235,6 +235,11 @@ impl ControllerHost {
             Context::new(client, radius, policies, metrics, records)
                 .with_drift_resync(args.drift_resync),
         );
+        for warning in
+            crate::policy::source::oci::insecure_registry_warnings(&args.policy_insecure_registry)
+        {
+            tracing::warn!("--policy-insecure-registry: {warning}");
+        }
         Ok(Self {
             policy,
             engine,

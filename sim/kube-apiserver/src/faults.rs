@@ -19,6 +19,26 @@ pub(crate) struct FaultSettings {
     pub latency: Duration,
     /// How long after a change every watch stream delivers it.
     pub watch_lag: Duration,
+    /// Requests whose path ends with this are refused 403 Forbidden.
+    pub forbidden: Option<String>,
+}
+
+impl FaultSettings {
+    /// The 403 answer to a request for `path`, if it is forbidden: as RBAC
+    /// answers for an object the client may not read.
+    pub(crate) fn forbidden(&self, path: &str) -> Option<String> {
+        let suffix = self.forbidden.as_deref()?;
+        if !path.ends_with(suffix) {
+            return None;
+        }
+        let mut segments = path.rsplit('/');
+        let name = segments.next().unwrap_or_default();
+        let resource = segments.next().unwrap_or_default();
+        Some(format!(
+            "{resource} \"{name}\" is forbidden: the client cannot get resource \"{resource}\" \
+             (injected)"
+        ))
+    }
 }
 
 /// Handle to switch faults on a running server.
@@ -65,6 +85,15 @@ impl FaultsHandle {
     pub fn set_watch_lag(&self, lag: Duration) {
         if let Ok(mut s) = self.settings.lock() {
             s.watch_lag = lag;
+        }
+    }
+
+    /// Refuse every request whose path ends with `suffix` (for example
+    /// `/configmaps/keys`) with 403 Forbidden, as RBAC does for an object
+    /// the client may not read; `None` lifts it.
+    pub fn forbid(&self, suffix: Option<&str>) {
+        if let Ok(mut s) = self.settings.lock() {
+            s.forbidden = suffix.map(str::to_string);
         }
     }
 

@@ -94,6 +94,9 @@ pub(crate) async fn handle(State(state): State<AppState>, request: Request) -> R
         }
         return response;
     }
+    if let Some(message) = faults.forbidden(&path) {
+        return ApiError::new(403, "Forbidden", message).into_response();
+    }
     state.faults.hold_if_asked(request.method(), &path).await;
     match route(&state, request).await {
         Ok(response) => response,

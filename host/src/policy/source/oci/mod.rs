@@ -78,6 +78,36 @@ pub struct OciOptions {
     pub auth: Option<Credentials>,
 }
 
+/// A warning for each registry of `registries` (`host:port`, as in
+/// references) reached over plain HTTP that is not on loopback: there
+/// anyone on the network path can read the credentials and change the
+/// bytes (digests and signatures still refuse changed content).
+pub fn insecure_registry_warnings(registries: &[String]) -> Vec<String> {
+    registries
+        .iter()
+        .filter(|registry| !is_loopback(registry))
+        .map(|registry| {
+            format!(
+                "registry {registry} is reached over plain HTTP and is not on loopback: anyone \
+                 on the network path can read its credentials and serve other bytes (a pinned \
+                 digest or spec.verify still refuses them)"
+            )
+        })
+        .collect()
+}
+
+/// `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
+fn is_loopback(registry: &str) -> bool {
+    let host = match registry.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map_or(rest, |(host, _)| host),
+        None => registry.rsplit_once(':').map_or(registry, |(host, _)| host),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// What a push stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pushed {

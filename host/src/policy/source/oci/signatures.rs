@@ -55,8 +55,18 @@ pub async fn signatures(
         tag: signature_tag(digest),
         detail,
     };
+    // An index is asked for too, only to refuse it as what it is: a
+    // registry answers 404 for a manifest whose type is not accepted,
+    // which would read as "not signed".
     let body = match reader
-        .manifest(&target, &[OCI_MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST])
+        .manifest(
+            &target,
+            &[
+                OCI_MANIFEST_MEDIA_TYPE,
+                DOCKER_MANIFEST,
+                OCI_INDEX_MEDIA_TYPE,
+            ],
+        )
         .await
     {
         Ok(body) => body,
@@ -113,6 +123,8 @@ pub async fn signatures(
     Ok(layers)
 }
 
+/// An OCI image index's media type.
+const OCI_INDEX_MEDIA_TYPE: &str = oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE;
 /// Docker's manifest media type: older cosign releases wrote it.
 const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 

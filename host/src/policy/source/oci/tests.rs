@@ -279,3 +279,27 @@ async fn a_push_to_a_reference_pinning_another_digest_is_refused_before_any_requ
     .unwrap_err();
     assert!(matches!(error, OciError::DigestMismatch { .. }), "{error}");
 }
+
+#[test]
+fn only_plain_http_registries_off_loopback_are_warned_about() {
+    let registries: Vec<String> = [
+        "127.0.0.1:5000",
+        "localhost:5000",
+        "LOCALHOST",
+        "[::1]:5000",
+        "127.8.9.10",
+        "registry.internal:5000",
+        "10.0.0.7:5000",
+        "[fd00::1]:5000",
+    ]
+    .iter()
+    .map(|r| r.to_string())
+    .collect();
+    let warnings = insecure_registry_warnings(&registries);
+    let named: Vec<&str> = ["registry.internal:5000", "10.0.0.7:5000", "[fd00::1]:5000"].to_vec();
+    assert_eq!(warnings.len(), named.len(), "{warnings:#?}");
+    for (warning, registry) in warnings.iter().zip(named) {
+        assert!(warning.contains(registry), "{warning}");
+        assert!(warning.contains("plain HTTP"), "{warning}");
+    }
+}

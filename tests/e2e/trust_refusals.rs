@@ -1,0 +1,206 @@
+//! Every trust refusal is loud and counted, including those a registry or
+//! the API server causes without a signature being wrong: an image index
+//! stored at a digest's signature tag, a signature layer larger than a
+//! payload may be, and a keys ConfigMap the controller cannot read. Each
+//! makes the policy `Ready=False` with its own reason, an Event and the
+//! verification metric, while the verified version keeps deciding. A
+//! plain-HTTP registry off loopback is warned about at start.
+
+use std::time::Duration;
+
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference, RegistryOperation};
+use p256::ecdsa::SigningKey;
+use radwasm::policy::source::oci::{self, OciOptions};
+use radwasm::policy::trust;
+use serde_json::json;
+
+use crate::harness::System;
+use crate::policies::{create_policy, guest, short, wait_policy};
+use crate::trust::{public_pem, put_keys, refused_and_guardrail_keeps_deciding, sign, variant};
+
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// Store `manifest` at the signature tag of `pinned`'s digest, with `blobs`
+/// (as a registry with hostile content would hold them).
+async fn put_at_signature_tag(
+    pinned: &str,
+    manifest: &serde_json::Value,
+    media_type: &'static str,
+    blobs: &[Vec<u8>],
+    options: &OciOptions,
+) {
+    let (repository, digest) = pinned.split_once('@').expect("a pinned reference");
+    let target: Reference = format!("{repository}:{}", trust::signature_tag(digest))
+        .parse()
+        .expect("a reference");
+    let client = Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(options.insecure_registries.clone()),
+        ..ClientConfig::default()
+    });
+    client
+        .auth(&target, &RegistryAuth::Anonymous, RegistryOperation::Push)
+        .await
+        .expect("log in to push");
+    for blob in blobs {
+        let digest = oci::sha256_digest(blob);
+        client
+            .push_blob(&target, blob.clone(), &digest)
+            .await
+            .expect("push a blob");
+    }
+    client
+        .push_manifest_raw(
+            &target,
+            serde_json::to_vec(manifest).expect("JSON"),
+            http::HeaderValue::from_static(media_type),
+        )
+        .await
+        .expect("push the manifest");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signature_tag_that_cannot_be_read_and_unreadable_keys_are_trust_refusals() {
+    let registry = crate::registry::Registry::start();
+    let options = registry.options();
+    let trusted = SigningKey::from_slice(&[21; 32]).expect("key");
+    let tag = registry.reference("policies/refusals:stable");
+    let guardrail = oci::push(&tag, &guest("image-tag-guardrail"), &options)
+        .await
+        .expect("push the guardrail");
+    sign(&guardrail.reference, &trusted, &options).await;
+
+    let far = "registry.example.invalid:5000";
+    let system = System::start(&[
+        "--policy-insecure-registry",
+        &registry.addr,
+        "--policy-insecure-registry",
+        far,
+        "--policy-tag-interval",
+        "500ms",
+    ])
+    .await;
+    // Plain HTTP off loopback is warned about at start; on loopback it is not.
+    system
+        .wait_for_log(&format!("registry {far} is reached over plain HTTP"))
+        .await;
+    assert!(
+        !system
+            .logs()
+            .contains(&format!("registry {} is reached", registry.addr))
+    );
+    let select = format!("refusals-{}", short(&system));
+    let keys = format!("{}-refusal-keys", system.namespace);
+    put_keys(&system, &keys, &[("cosign.pub", public_pem(&trusted))]).await;
+    let policy = create_policy(
+        &system,
+        "refusals",
+        json!({"module": {"oci": tag},
+               "verify": {"configMap": {"namespace": system.policy_namespace(), "name": keys}},
+               "objectSelector": {"matchLabels": {"policy": select}}}),
+    )
+    .await;
+    wait_policy(&system, &policy, "True", "Loaded").await;
+    let default = guest("default-policy");
+
+    // An image index where the signatures of the new digest belong.
+    let indexed = oci::push(&tag, &variant(&default, "index"), &options)
+        .await
+        .expect("push");
+    let index = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": OCI_MANIFEST, "digest": guardrail.digest, "size": 10}],
+    });
+    put_at_signature_tag(
+        &indexed.reference,
+        &index,
+        "application/vnd.oci.image.index.v1+json",
+        &[],
+        &options,
+    )
+    .await;
+    refused_and_guardrail_keeps_deciding(&system, &policy, "SignatureInvalid", &select, "t-index")
+        .await;
+    let refused = wait_policy(&system, &policy, "False", "SignatureInvalid").await;
+    let message = ready_message(&refused);
+    assert!(message.contains("image index"), "{message}");
+
+    // A signature layer of 100 KiB: more than any payload; not downloaded.
+    let oversized = oci::push(&tag, &variant(&default, "oversized"), &options)
+        .await
+        .expect("push");
+    let layer = vec![b' '; 100 << 10];
+    let config = b"{}".to_vec();
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": oci::sha256_digest(&config), "size": config.len()},
+        "layers": [{"mediaType": trust::SIMPLE_SIGNING_MEDIA_TYPE,
+                    "digest": oci::sha256_digest(&layer), "size": layer.len(),
+                    "annotations": {trust::SIGNATURE_ANNOTATION: "MEUCIQ=="}}],
+    });
+    put_at_signature_tag(
+        &oversized.reference,
+        &manifest,
+        OCI_MANIFEST,
+        &[layer, config],
+        &options,
+    )
+    .await;
+    crate::realkube::eventually(
+        "the oversized signature layer refused",
+        Duration::from_secs(60),
+        || async {
+            let policy = wait_policy(&system, &policy, "False", "SignatureInvalid").await;
+            Ok(ready_message(&policy)
+                .contains("declares 102400 bytes")
+                .then_some(()))
+        },
+    )
+    .await;
+
+    // The keys ConfigMap refused by the API server (as RBAC refuses an
+    // object the controller may not read): nothing is trusted.
+    if let Some(apiserver) = &system.apiserver {
+        let faults = apiserver.faults();
+        faults.forbid(Some(&format!("/configmaps/{keys}")));
+        refused_and_guardrail_keeps_deciding(
+            &system,
+            &policy,
+            "VerifyKeysUnreadable",
+            &select,
+            "t-keys",
+        )
+        .await;
+        let refused = wait_policy(&system, &policy, "False", "VerifyKeysUnreadable").await;
+        assert!(
+            ready_message(&refused).contains("forbidden"),
+            "{}",
+            ready_message(&refused)
+        );
+        faults.forbid(None);
+    } else {
+        eprintln!(
+            "the unreadable keys are checked on the embedded API server only (it refuses one object by name)"
+        );
+    }
+
+    // The tag back at the verified digest: Ready again, nothing refused.
+    oci::push(&tag, &guest("image-tag-guardrail"), &options)
+        .await
+        .expect("push the guardrail again");
+    wait_policy(&system, &policy, "True", "Loaded").await;
+    system.shutdown().await;
+}
+
+fn ready_message(policy: &radwasm::reconcile_policy::crd::ReconcilePolicy) -> String {
+    policy
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
