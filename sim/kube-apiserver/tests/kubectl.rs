@@ -508,8 +508,8 @@ async fn a_configmap_over_one_mib_is_refused_as_the_real_server_refuses_it() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     // The size of an interpreted policy component: more than a ConfigMap
-    // holds. (`kubectl create configmap` itself sends protobuf, which this
-    // server does not read: the manifest it makes is created instead.)
+    // holds, created as the docs say (`kubectl create configmap
+    // --from-file`, which sends protobuf).
     let component = dir.path().join("policy.wasm");
     let from_file = format!("--from-file=policy.wasm={}", component.display());
     for (name, size, stored) in [
@@ -517,19 +517,8 @@ async fn a_configmap_over_one_mib_is_refused_as_the_real_server_refuses_it() {
         ("team-rs", 1 << 20, true),
     ] {
         std::fs::write(&component, vec![7u8; size]).expect("write");
-        let manifest = cluster
-            .ok(&[
-                "create",
-                "configmap",
-                name,
-                &from_file,
-                "--dry-run=client",
-                "-o",
-                "yaml",
-            ])
-            .await;
         let created = cluster
-            .run_with_stdin(&["create", "-f", "-"], Some(&manifest))
+            .run(&["create", "configmap", name, &from_file])
             .await;
         if stored {
             created.ok("create of a ConfigMap of 1 MiB");
