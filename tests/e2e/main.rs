@@ -27,6 +27,7 @@ mod sharding;
 mod trust;
 mod trust_revocation;
 mod trust_refusals;
+mod trust_sources;
 mod truth;
 mod unseen;
 
