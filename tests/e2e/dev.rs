@@ -419,3 +419,91 @@ fn dev_shows_why_a_module_url_cannot_be_fetched() {
         "{line}"
     );
 }
+
+/// What docs/reconcile-policies.md tells a user to do, done under `radwasm
+/// dev --stay` with kubectl: the component goes into a ConfigMap with
+/// `kubectl create configmap --from-file=policy.wasm=...` (kubectl sends
+/// that as protobuf), and a ReconcilePolicy naming the ConfigMap decides
+/// for the template it selects.
+#[test]
+fn dev_stay_runs_a_policy_from_a_configmap_kubectl_creates_from_the_wasm_file() {
+    use base64::Engine;
+    use radwasm_test_support::realkube::{kubectl, ok_stdout};
+    let mut dev = Dev::start(&["--stay", "--no-example"], &[]);
+    assert!(
+        dev.read_until("staying up", Duration::from_secs(90)),
+        "{}",
+        dev.output.join("\n")
+    );
+    let guardrail = format!("{}/image-tag-guardrail.wasm", env!("RADWASM_GUEST_DIR"));
+    let from_file = format!("--from-file=policy.wasm={guardrail}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: radwasm.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {name: strict}\n\
+         spec:\n  module: {configMap: {namespace: default, name: guardrail, key: policy.wasm}}\n\
+         \x20 objectSelector: {matchLabels: {team: strict}}\n",
+    )
+    .expect("write policy");
+    // The example with its image unpinned, which the guardrail refuses.
+    let template = dir.path().join("template.yaml");
+    let unpinned = radwasm::cli::dev::EXAMPLE_APP
+        .replace("samples/demo:0.42", "samples/demo")
+        .replacen(
+            "  name: demo\n",
+            "  name: demo\n  labels: {team: strict}\n",
+            1,
+        );
+    std::fs::write(&template, unpinned).expect("write template");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let template_status = runtime.block_on(async {
+        let run = async |args: &[&str]| {
+            let out = kubectl(&dev.kubeconfig, args).await.expect("kubectl");
+            ok_stdout(&out, &format!("kubectl {}", args.join(" ")))
+        };
+        let created = run(&["create", "configmap", "guardrail", &from_file]).await;
+        assert_eq!(created.trim(), "configmap/guardrail created");
+        let stored = run(&["get", "configmap", "guardrail", "-o", "json"]).await;
+        let stored: serde_json::Value = serde_json::from_str(&stored).expect("json");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(
+                stored["binaryData"]["policy.wasm"]
+                    .as_str()
+                    .expect("binaryData"),
+            )
+            .expect("base64");
+        assert_eq!(bytes, std::fs::read(&guardrail).expect("guest"));
+        run(&["apply", "-f", &policy.display().to_string()]).await;
+        let ready = [
+            "wait",
+            "--for=condition=Ready",
+            "reconcilepolicy/strict",
+            "--timeout=60s",
+        ];
+        run(&ready).await;
+        run(&["apply", "-f", &template.display().to_string()]).await;
+        let failed = [
+            "wait",
+            "--for=jsonpath={.status.phrase}=Failed",
+            "deploymenttemplate/demo",
+            "--timeout=60s",
+        ];
+        run(&failed).await;
+        let template = run(&["get", "deploymenttemplate", "demo", "-o", "json"]).await;
+        let template: serde_json::Value = serde_json::from_str(&template).expect("json");
+        template["status"].clone()
+    });
+    assert!(
+        template_status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("pin a version")),
+        "{template_status}"
+    );
+    dev.terminate();
+    let (status, output) = dev.finish(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}\n{output}");
+}
