@@ -62,7 +62,7 @@ fn numbers_as_floats(value: serde_yaml::Value) -> serde_yaml::Value {
 }
 
 /// Every object of a multi-document YAML text, by kind and name.
-fn objects(yaml: &str) -> BTreeMap<(String, String), serde_yaml::Value> {
+pub(crate) fn objects(yaml: &str) -> BTreeMap<(String, String), serde_yaml::Value> {
     let mut out = BTreeMap::new();
     for document in serde_yaml::Deserializer::from_str(yaml) {
         let value = serde_yaml::Value::deserialize(document).expect("YAML");
@@ -79,7 +79,7 @@ fn objects(yaml: &str) -> BTreeMap<(String, String), serde_yaml::Value> {
     out
 }
 
-fn rendered(values: &[&str]) -> String {
+pub(crate) fn rendered(values: &[&str]) -> String {
     let mut args = vec![
         "template",
         "radwasm",

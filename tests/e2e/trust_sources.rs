@@ -333,3 +333,69 @@ async fn the_policy_file_must_be_signed_to_start_and_to_be_replaced() {
     let _ = child.wait();
     system.shutdown().await;
 }
+
+/// The chart's values for signatures: `requireSignatures` and
+/// `policyVerifyKeys` become the flags (the keys ConfigMap mounted where
+/// the flag points), and `policyWasmSignature` the `policy.wasm.sig` key
+/// beside `policy.wasm`, mounted beside the file as `<file>.sig`.
+#[test]
+fn the_charts_signature_values_become_flags_keys_and_the_signature_beside_the_policy() {
+    let signature = "MEUCIQDTwdpj+Js/+gMbynMpGP0NYPXhQLAwIU3LyrlWKcuPtgIgSVrMtTEZ++jz6c7cLK1G1Toz8IRDDGzvECFuanRpUt8=";
+    let chart = crate::helm::objects(&crate::helm::rendered(&[
+        "--set",
+        "policy=configmap",
+        "--set",
+        "requireSignatures=true",
+        "--set",
+        "policyVerifyKeys=radwasm-policy-keys",
+        "--set",
+        &format!("policyWasmSignature={signature}"),
+    ]));
+    let deployment = &chart[&("Deployment".to_string(), "radwasm".to_string())];
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_sequence()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    for expected in [
+        "--policy=/etc/radwasm/policy/policy.wasm",
+        "--require-signatures",
+        "--policy-verify-keys=/etc/radwasm/policy-keys",
+    ] {
+        assert!(args.contains(&expected), "{expected} in {args:?}");
+    }
+    let mounted = container["volumeMounts"]
+        .as_sequence()
+        .expect("mounts")
+        .iter()
+        .any(|m| m["name"] == "policy-keys" && m["mountPath"] == "/etc/radwasm/policy-keys");
+    assert!(mounted, "{:?}", container["volumeMounts"]);
+    let volume = pod["volumes"]
+        .as_sequence()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == "policy-keys")
+        .expect("the keys volume");
+    assert_eq!(volume["configMap"]["name"], "radwasm-policy-keys");
+    let config_map = &chart[&("ConfigMap".to_string(), "radwasm-policy".to_string())];
+    assert_eq!(config_map["data"]["policy.wasm.sig"], signature);
+    // The flags are ones the controller accepts.
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_radwasm"))
+        .args(["run", "--help"])
+        .output()
+        .expect("radwasm run --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    for flag in ["--require-signatures", "--policy-verify-keys"] {
+        assert!(help.contains(flag), "radwasm run does not know {flag}");
+    }
+    // By default the chart asks for none of it.
+    let default = crate::helm::objects(&crate::helm::rendered(&[]));
+    let text = serde_yaml::to_string(&default).expect("YAML");
+    assert!(
+        !text.contains("--require-signatures") && !text.contains("policy-keys"),
+        "{text}"
+    );
+}
