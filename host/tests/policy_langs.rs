@@ -143,31 +143,62 @@ fn a_js_layer_is_scaffolded_built_with_jco_checked_and_tested() {
     );
 }
 
-/// The data-store rule exactly as `docs/layers.md` ("Keeping a child")
-/// shows it for `lang`: the code block after the line naming it.
-fn rule_from_the_guide(lang: &str) -> String {
+/// A rule exactly as `docs/layers.md` shows it for `lang` in the section
+/// headed `heading`: the first code block of that language in it.
+fn rule_from_the_guide(heading: &str, lang: &str) -> String {
     let guide =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/layers.md"))
             .expect("docs/layers.md");
-    let section = &guide[guide.find("## Keeping a child").expect("the section")..];
+    let section = &guide[guide.find(heading).expect("the section")..];
     let fence = format!("```{lang}\n");
     let start = section.find(&fence).expect("the code block") + fence.len();
     let end = start + section[start..].find("```").expect("its end");
     section[start..end].to_string()
 }
 
-/// Scaffold a layer in `lang`, put the guide's data-store rule in place of
-/// the sample template rule (from `start` up to `end` in `file`), build it
-/// with the scaffold's own command, and run `guests/keep-data-stores/cases`
-/// with `radwasm policy test`.
-fn data_store_rule_passes_its_cases(lang: &str, fence: &str, file: &str, start: &str, end: &str) {
-    let name = format!("keep-{lang}");
+/// A rule of the guide and the cases its Rust guest passes.
+struct GuideRule {
+    /// The heading of its section in `docs/layers.md`.
+    heading: &'static str,
+    /// The guest under `guests/` whose cases it must pass.
+    guest: &'static str,
+    /// How many they are.
+    cases: usize,
+}
+
+const KEEP_DATA_STORES: GuideRule = GuideRule {
+    heading: "## Keeping a child",
+    guest: "keep-data-stores",
+    cases: 4,
+};
+
+const PROD_OWNER: GuideRule = GuideRule {
+    heading: "## A rule on the namespace",
+    guest: "prod-owner-layer",
+    cases: 5,
+};
+
+/// Scaffold a layer in `lang`, put the guide's `rule` in place of the
+/// sample template rule (from `start` up to `end` in `file`), build it
+/// with the scaffold's own command, and run the cases of the rule's Rust
+/// guest with `radwasm policy test`.
+fn guide_rule_passes_its_cases(
+    rule: GuideRule,
+    lang: &str,
+    fence: &str,
+    file: &str,
+    start: &str,
+    end: &str,
+) {
+    let name = format!("{}-{lang}", rule.guest);
     let scaffold = scaffold(&name, lang);
     let path = scaffold.dir.join(file);
     let source = std::fs::read_to_string(&path).expect("the scaffold's source");
     let from = source.find(start).expect("the sample template rule");
     let to = source.find(end).expect("the resource rule");
-    let rule = rule_from_the_guide(fence);
+    let guest = rule.guest;
+    let expected = format!("{} passed, 0 failed", rule.cases);
+    let rule = rule_from_the_guide(rule.heading, fence);
     assert!(
         rule.lines().count() <= 20,
         "the rule is {} lines",
@@ -181,7 +212,10 @@ fn data_store_rule_passes_its_cases(lang: &str, fence: &str, file: &str, start: 
     let cases = scaffold.dir.join("cases");
     std::fs::remove_dir_all(&cases).expect("drop the sample cases");
     std::fs::create_dir(&cases).expect("cases/");
-    let ours = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/keep-data-stores/cases");
+    let ours = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../guests")
+        .join(guest)
+        .join("cases");
     for entry in std::fs::read_dir(&ours).expect("the layer's cases") {
         let entry = entry.expect("a case");
         std::fs::copy(entry.path(), cases.join(entry.file_name())).expect("copy a case");
@@ -198,12 +232,13 @@ fn data_store_rule_passes_its_cases(lang: &str, fence: &str, file: &str, start: 
         &command,
     );
     let all = text(&output);
-    assert!(all.contains("4 passed, 0 failed"), "{command}: {all}");
+    assert!(all.contains(&expected), "{command}: {all}");
 }
 
 #[test]
 fn the_guides_data_store_rule_in_python_passes_its_cases() {
-    data_store_rule_passes_its_cases(
+    guide_rule_passes_its_cases(
+        KEEP_DATA_STORES,
         "python",
         "python",
         "app.py",
@@ -214,7 +249,32 @@ fn the_guides_data_store_rule_in_python_passes_its_cases() {
 
 #[test]
 fn the_guides_data_store_rule_in_javascript_passes_its_cases() {
-    data_store_rule_passes_its_cases(
+    guide_rule_passes_its_cases(
+        KEEP_DATA_STORES,
+        "js",
+        "js",
+        "app.js",
+        "export const templateLayer",
+        "export const resourceLayer",
+    );
+}
+
+#[test]
+fn the_guides_namespace_rule_in_python_passes_its_cases() {
+    guide_rule_passes_its_cases(
+        PROD_OWNER,
+        "python",
+        "python",
+        "app.py",
+        "class TemplateLayer",
+        "class ResourceLayer",
+    );
+}
+
+#[test]
+fn the_guides_namespace_rule_in_javascript_passes_its_cases() {
+    guide_rule_passes_its_cases(
+        PROD_OWNER,
         "js",
         "js",
         "app.js",

@@ -205,3 +205,58 @@ fn a_0_5_layer_decides_on_an_observation_with_namespace_metadata() {
         "{plan:?}"
     );
 }
+
+fn radwasm(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_radwasm"))
+        .args(args)
+        .output()
+        .expect("run radwasm")
+}
+
+#[test]
+fn policy_run_and_test_take_the_namespace_from_the_files() {
+    let layer = guest("prod-owner-layer").display().to_string();
+    let cases = cases_of("prod-owner-layer").display().to_string();
+    let output = radwasm(&["policy", "test", &layer, &cases]);
+    let all = radwasm_test_support::output_text(&output);
+    assert!(output.status.success(), "{all}");
+    assert!(all.contains("5 passed, 0 failed"), "{all}");
+
+    // An observation file: refused with the namespace labelled, decided
+    // by the base without it (absent is empty).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let observation = |namespace: &str| {
+        format!(
+            r#"{{"deploymentTemplate": {{"meta": {{"name": "app", "namespace": "shop"}}{namespace}}}}}"#
+        )
+    };
+    let labelled = dir.path().join("labelled.json");
+    std::fs::write(
+        &labelled,
+        observation(r#", "namespace": {"labels": {"env": "prod"}}"#),
+    )
+    .expect("write");
+    let output = radwasm(&[
+        "policy",
+        "run",
+        &layer,
+        "--observation",
+        &labelled.display().to_string(),
+    ]);
+    let all = radwasm_test_support::output_text(&output);
+    assert!(!output.status.success(), "{all}");
+    assert!(all.contains("MissingNamespaceOwner"), "{all}");
+
+    let unlabelled = dir.path().join("unlabelled.json");
+    std::fs::write(&unlabelled, observation("")).expect("write");
+    let output = radwasm(&[
+        "policy",
+        "run",
+        &layer,
+        "--observation",
+        &unlabelled.display().to_string(),
+    ]);
+    let all = radwasm_test_support::output_text(&output);
+    assert!(output.status.success(), "{all}");
+    assert!(all.contains("addFinalizer"), "{all}");
+}
