@@ -35,6 +35,11 @@ pub struct SignArgs {
     /// `<file>.sig`, where the controller looks for it).
     #[arg(long, value_name = "FILE")]
     pub output_signature: Option<PathBuf>,
+    /// `KEY=VALUE` written into the signed payload's `optional`, as `cosign
+    /// sign -a` writes it (repeatable, or comma-separated): what
+    /// `spec.verify.annotations` and `cosign verify -a` require.
+    #[arg(short = 'a', long = "annotation", visible_alias = "annotations", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = annotation)]
+    pub annotations: Vec<(String, String)>,
     #[command(flatten)]
     pub registry: RegistryArgs,
 }
@@ -51,8 +56,17 @@ pub struct VerifyArgs {
     /// verify-blob --signature` reads it.
     #[arg(long, value_name = "FILE")]
     pub signature: Option<PathBuf>,
+    /// `KEY=VALUE` an accepted signature must carry in its payload's
+    /// `optional`, as `cosign verify -a` requires (repeatable, or
+    /// comma-separated).
+    #[arg(short = 'a', long = "annotation", visible_alias = "annotations", value_name = "KEY=VALUE", value_delimiter = ',', value_parser = annotation)]
+    pub annotations: Vec<(String, String)>,
     #[command(flatten)]
     pub registry: RegistryArgs,
+}
+
+fn annotation(text: &str) -> Result<(String, String), String> {
+    trust::claims::parse_annotation(text)
 }
 
 /// `radwasm policy sign <oci-ref> --key <file>`.
@@ -74,7 +88,8 @@ pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
         .map_err(|error| with_reference(error, &args.reference))
         .context("not signed")?;
     let repository = repository_of(&pulled.reference);
-    let payload = trust::payload(repository, &pulled.digest);
+    let annotations = args.annotations.into_iter().collect();
+    let payload = trust::payload_with(repository, &pulled.digest, &annotations);
     let signature = trust::sign(&payload, &key);
     let stored = runtime
         .block_on(oci::push_signature(
@@ -118,7 +133,13 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         .block_on(oci::signatures(&pulled.reference, &pulled.digest, &options))
         .map_err(|error| with_reference(error, &args.reference))
         .context("reading the signatures")?;
-    let verified = trust::verify(&layers, &pulled.digest, &keys)
+    let annotations = args.annotations.into_iter().collect();
+    let claims = trust::Claims {
+        digest: &pulled.digest,
+        repository: repository_of(&pulled.reference),
+        annotations: &annotations,
+    };
+    let verified = trust::verify(&layers, &claims, &keys)
         .map_err(|error| anyhow::anyhow!("refused ({}): {error}", error.reason()))?;
     println!("verified: {}", pulled.reference);
     println!("key:      {}", verified.key);

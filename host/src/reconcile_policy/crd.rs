@@ -4,6 +4,8 @@
 //! The CRD YAML in `deploy/crds/radwasm.io_v1alpha1.yaml` is generated from
 //! these types (`radwasm crds`); a test keeps the two in sync.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -86,14 +88,22 @@ pub struct ReconcilePolicySpec {
     pub verify: Option<PolicyVerify>,
 }
 
-/// Where the trusted public keys are.
+/// Where the trusted public keys are, and what a signature must carry.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyVerify {
     /// A ConfigMap in the controller's policy namespace whose every `data`
     /// key is one PEM public key (`cosign.pub`); a signature by any of them
-    /// is accepted (several keys: rotation).
+    /// is accepted (several keys: rotation). Removing a key stops a running
+    /// version that no remaining key verifies.
     pub config_map: SecretName,
+    /// Annotations an accepted signature must carry in its payload's
+    /// `optional`, each with exactly this value, as `cosign verify -a
+    /// key=value` requires them (`cosign sign -a` and `radwasm policy sign
+    /// -a` write them): e.g. `version: "1.4"` keeps a tag from being moved
+    /// back to a digest signed for another release.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// Where a policy component comes from.
@@ -187,8 +197,11 @@ pub struct ReconcilePolicyStatus {
     /// not: `InvalidSpec`, `FetchFailed`, `DigestMismatch`, `LoadFailed`,
     /// `WorldMismatch`, `CasesFailed`, `BaseNotFound`, `BaseNotReady`,
     /// `BaseCycle`, and for trust `SignatureMissing`, `SignatureUntrusted`,
-    /// `SignatureDigestMismatch`, `VerifyKeysMissing`, `VerifyKeysInvalid`,
-    /// `SignatureRequired` (the running version, if any, keeps deciding).
+    /// `SignatureDigestMismatch`, `SignatureReferenceMismatch`,
+    /// `SignatureAnnotationMismatch`, `VerifyKeysMissing`,
+    /// `VerifyKeysInvalid`, `SignatureRequired` (the running version, if
+    /// any, keeps deciding while the keys and annotations it was verified
+    /// with still verify it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The loaded policy's own name (from its `describe`).

@@ -2,8 +2,10 @@
 //! public keys read from a ConfigMap, and the signatures stored for the
 //! artifact's manifest digest checked against them (`policy/trust/`).
 
+use std::collections::BTreeMap;
+
 use super::{Artifact, Fetcher, SecretRef, SourceError, SourceErrorKind, oci, unavailable};
-use crate::policy::trust::{self, PublicKey, TrustError, Verified};
+use crate::policy::trust::{self, Claims, PublicKey, TrustError, Verified};
 
 /// Why a module was not verified: refused for trust, or the signatures
 /// could not be fetched (a registry error: retried like any fetch).
@@ -65,12 +67,14 @@ impl Fetcher {
             .collect()
     }
 
-    /// Check the signatures stored for `artifact` against `keys`.
+    /// Check the signatures stored for `artifact` against `keys`: one must
+    /// name its digest and repository and carry `annotations`.
     pub async fn verify_artifact(
         &self,
         artifact: &Artifact,
         pull_secret: Option<&SecretRef>,
         keys: &[PublicKey],
+        annotations: &BTreeMap<String, String>,
     ) -> Result<Verified, VerifyFailure> {
         let auth = match pull_secret {
             Some(secret) => self.credentials(secret, &artifact.reference).await?,
@@ -94,6 +98,14 @@ impl Fetcher {
                 .into(),
                 error => unavailable(&what, error.to_string()).into(),
             })?;
-        Ok(trust::verify(&layers, &artifact.digest, keys)?)
+        let claims = Claims {
+            digest: &artifact.digest,
+            repository: artifact
+                .reference
+                .rsplit_once('@')
+                .map_or(artifact.reference.as_str(), |(repository, _)| repository),
+            annotations,
+        };
+        Ok(trust::verify(&layers, &claims, keys)?)
     }
 }

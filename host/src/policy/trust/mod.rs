@@ -9,7 +9,9 @@
 //! (`critical.image.docker-manifest-digest`), and its annotation
 //! [`SIGNATURE_ANNOTATION`] is the base64 ECDSA P-256 signature (ASN.1 DER)
 //! of the payload's SHA-256. [`verify`] accepts a digest only if a payload
-//! names exactly that digest and is signed by one of the keys given.
+//! signed by one of the keys given names exactly that digest, names the
+//! repository the module was fetched from (`critical.identity.docker-reference`)
+//! and carries the annotations required (`optional`): [`claims`].
 //!
 //! Not the `sigstore` crate, which Kubewarden uses: sigstore 0.15 refuses to
 //! build (`compile_error!`) unless its `native-tls` (OpenSSL) or `rustls-tls`
@@ -19,7 +21,10 @@
 //! registry side is `oci-client` (`source/oci/signatures.rs`).
 
 pub mod blob;
+pub mod claims;
 pub mod keys;
+
+use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -86,10 +91,39 @@ pub enum TrustError {
         signed: String,
         key: String,
     },
+    #[error(
+        "the signature of {digest} by {key} was made for the repository {signed}, not for \
+         {repository} the module was fetched from; a manifest and its signature copied from \
+         another repository are refused"
+    )]
+    OtherRepository {
+        digest: String,
+        signed: String,
+        repository: String,
+        key: String,
+    },
+    #[error(
+        "the signature of {digest} by {key} lacks annotation{} {missing} that spec.verify \
+         requires (sign with `cosign sign -a KEY=VALUE` or `radwasm policy sign -a KEY=VALUE`)",
+        if missing.contains(", ") { "s" } else { "" }
+    )]
+    MissingAnnotations {
+        digest: String,
+        missing: String,
+        key: String,
+    },
     #[error("{what}: {detail}")]
     KeysMissing { what: String, detail: String },
     #[error("{what}: {detail}")]
     KeysInvalid { what: String, detail: String },
+    /// The keys ConfigMap could not be read (the API server refused or
+    /// failed): nothing is trusted until it can be.
+    #[error("{what} cannot be read: {detail}; nothing is trusted until it can be")]
+    KeysUnreadable { what: String, detail: String },
+    /// What a registry stores as the digest's signatures is not a cosign
+    /// signature manifest that can be read within bounds.
+    #[error("{detail}")]
+    SignatureInvalid { detail: String },
     #[error(
         "{source_name}: the controller runs with --require-signatures and this policy has no \
          spec.verify; every module but the built-in default must be signed"
@@ -120,8 +154,12 @@ impl TrustError {
             TrustError::Unsigned { .. } => "SignatureMissing",
             TrustError::UnknownKey { .. } => "SignatureUntrusted",
             TrustError::OtherDigest { .. } => "SignatureDigestMismatch",
+            TrustError::OtherRepository { .. } => "SignatureReferenceMismatch",
+            TrustError::MissingAnnotations { .. } => "SignatureAnnotationMismatch",
             TrustError::KeysMissing { .. } => "VerifyKeysMissing",
             TrustError::KeysInvalid { .. } => "VerifyKeysInvalid",
+            TrustError::KeysUnreadable { .. } => "VerifyKeysUnreadable",
+            TrustError::SignatureInvalid { .. } => "SignatureInvalid",
             TrustError::Required { .. } => "SignatureRequired",
             TrustError::BlobUnsigned { .. } => "SignatureMissing",
             TrustError::BlobUntrusted { .. } => "SignatureUntrusted",
@@ -135,17 +173,13 @@ impl TrustError {
 pub const TRUST_REASONS: &[&str] = &[
     "SignatureMissing",
     "SignatureUntrusted",
-    /// The keys ConfigMap could not be read (the API server refused or
-    /// failed): nothing is trusted until it can be.
-    #[error("{what} cannot be read: {detail}; nothing is trusted until it can be")]
-    KeysUnreadable { what: String, detail: String },
-    /// What a registry stores as the digest's signatures is not a cosign
-    /// signature manifest that can be read within bounds.
-    #[error("{detail}")]
-    SignatureInvalid { detail: String },
     "SignatureDigestMismatch",
+    "SignatureReferenceMismatch",
+    "SignatureAnnotationMismatch",
     "VerifyKeysMissing",
     "VerifyKeysInvalid",
+    "VerifyKeysUnreadable",
+    "SignatureInvalid",
     "SignatureRequired",
     "BaseUnverified",
     "DigestMismatch",
@@ -178,11 +212,27 @@ pub struct Image {
     pub docker_manifest_digest: String,
 }
 
-            TrustError::KeysUnreadable { .. } => "VerifyKeysUnreadable",
-            TrustError::SignatureInvalid { .. } => "SignatureInvalid",
 /// The payload cosign signs for `repository` (`registry/repository`) at
 /// `digest`, in cosign's field order.
 pub fn payload(repository: &str, digest: &str) -> Vec<u8> {
+    payload_with(repository, digest, &BTreeMap::new())
+}
+
+/// The payload with `annotations` in `optional`, as `cosign sign -a
+/// key=value` writes them (`null` without any).
+pub fn payload_with(
+    repository: &str,
+    digest: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Vec<u8> {
+    let optional = (!annotations.is_empty()).then(|| {
+        serde_json::Value::Object(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect(),
+        )
+    });
     let payload = Payload {
         critical: Critical {
             identity: Identity {
@@ -193,13 +243,11 @@ pub fn payload(repository: &str, digest: &str) -> Vec<u8> {
             },
             type_: PAYLOAD_TYPE.to_string(),
         },
-        optional: None,
+        optional,
     };
     // Serialising plain strings cannot fail.
     serde_json::to_vec(&payload).unwrap_or_default()
 }
-    "VerifyKeysUnreadable",
-    "SignatureInvalid",
 
 /// A signature layer for `payload`, signed with `key`: the base64 ASN.1
 /// DER ECDSA signature cosign writes.
@@ -208,14 +256,30 @@ pub fn sign(payload: &[u8], key: &SigningKey) -> String {
     STANDARD.encode(signature.as_bytes())
 }
 
-/// Accept `digest` if one of `layers` names it and is signed by one of
-/// `keys`; otherwise say precisely why not.
+/// What an accepted signature's payload must claim.
+#[derive(Debug, Clone, Copy)]
+pub struct Claims<'a> {
+    /// The manifest digest, `sha256:…`.
+    pub digest: &'a str,
+    /// `registry/repository` the module was fetched from: the payload's
+    /// `docker-reference` must name it ([`claims::same_repository`]).
+    pub repository: &'a str,
+    /// What the payload's `optional` must carry (`spec.verify.annotations`).
+    pub annotations: &'a BTreeMap<String, String>,
+}
+
+/// Accept `claims.digest` if one of `layers` is signed by one of `keys`
+/// and its payload names that digest, that repository and carries those
+/// annotations; otherwise say precisely why not (of signatures by trusted
+/// keys that claim something else, the one that came closest).
 pub fn verify(
     layers: &[SignatureLayer],
-    digest: &str,
+    claims: &Claims<'_>,
     keys: &[PublicKey],
 ) -> Result<Verified, TrustError> {
-    let mut other_digest = None;
+    let digest = claims.digest;
+    // (how far it got, why it was refused): the furthest is reported.
+    let mut closest: Option<(u8, TrustError)> = None;
     for layer in layers {
         let Some(signature) = layer.signature.as_deref().and_then(decode_signature) else {
             continue;
@@ -224,32 +288,22 @@ pub fn verify(
             if key.key.verify(&layer.payload, &signature).is_err() {
                 continue;
             }
-            let signed = serde_json::from_slice::<Payload>(&layer.payload)
-                .ok()
-                .filter(|p| p.critical.type_ == PAYLOAD_TYPE)
-                .map(|p| p.critical.image.docker_manifest_digest);
-            match signed {
-                Some(signed) if signed == digest => {
+            let refusal = match check_payload(&layer.payload, claims, &key.describe()) {
+                Ok(()) => {
                     return Ok(Verified {
                         digest: digest.to_string(),
                         key: key.describe(),
                     });
                 }
-                signed => {
-                    other_digest = Some((
-                        signed.unwrap_or_else(|| "a payload that names no digest".to_string()),
-                        key.describe(),
-                    ))
-                }
+                Err(refusal) => refusal,
+            };
+            if closest.as_ref().is_none_or(|(rank, _)| *rank < refusal.0) {
+                closest = Some(refusal);
             }
         }
     }
-    if let Some((signed, key)) = other_digest {
-        return Err(TrustError::OtherDigest {
-            digest: digest.to_string(),
-            signed,
-            key,
-        });
+    if let Some((_, refusal)) = closest {
+        return Err(refusal);
     }
     if layers.is_empty() {
         return Err(TrustError::Unsigned {
@@ -266,6 +320,69 @@ pub fn verify(
             .collect::<Vec<_>>()
             .join(", "),
     })
+}
+
+/// A payload signed by a trusted key (`key`), checked against `claims` in
+/// order: the digest, the repository, the annotations. A refusal comes with
+/// how many checks passed before it.
+fn check_payload(payload: &[u8], claims: &Claims<'_>, key: &str) -> Result<(), (u8, TrustError)> {
+    let digest = claims.digest.to_string();
+    let Some(payload) = serde_json::from_slice::<Payload>(payload)
+        .ok()
+        .filter(|p| p.critical.type_ == PAYLOAD_TYPE)
+    else {
+        let signed = "a payload that names no digest".to_string();
+        let key = key.to_string();
+        return Err((
+            0,
+            TrustError::OtherDigest {
+                digest,
+                signed,
+                key,
+            },
+        ));
+    };
+    let critical = payload.critical;
+    if critical.image.docker_manifest_digest != claims.digest {
+        let signed = critical.image.docker_manifest_digest;
+        let key = key.to_string();
+        return Err((
+            0,
+            TrustError::OtherDigest {
+                digest,
+                signed,
+                key,
+            },
+        ));
+    }
+    let signed = critical.identity.docker_reference;
+    if !claims::same_repository(&signed, claims.repository) {
+        let repository = claims.repository.to_string();
+        let key = key.to_string();
+        return Err((
+            1,
+            TrustError::OtherRepository {
+                digest,
+                signed,
+                repository,
+                key,
+            },
+        ));
+    }
+    let missing = claims::missing_annotations(claims.annotations, payload.optional.as_ref());
+    if !missing.is_empty() {
+        let missing = missing.join(", ");
+        let key = key.to_string();
+        return Err((
+            2,
+            TrustError::MissingAnnotations {
+                digest,
+                missing,
+                key,
+            },
+        ));
+    }
+    Ok(())
 }
 
 /// A base64 signature: ASN.1 DER (cosign's), or the fixed 64-byte form.
@@ -293,19 +410,42 @@ mod tests {
         (signing, public)
     }
 
+    const REPOSITORY: &str = "127.0.0.1:5000/p";
+
     fn layer(digest: &str, key: &SigningKey) -> SignatureLayer {
-        let payload = payload("127.0.0.1:5000/p", digest);
+        signed(payload(REPOSITORY, digest), key)
+    }
+
+    fn signed(payload: Vec<u8>, key: &SigningKey) -> SignatureLayer {
         SignatureLayer {
             signature: Some(sign(&payload, key)),
             payload,
         }
     }
 
+    fn claims<'a>(digest: &'a str, annotations: &'a BTreeMap<String, String>) -> Claims<'a> {
+        Claims {
+            digest,
+            repository: REPOSITORY,
+            annotations,
+        }
+    }
+
+    fn unconstrained(digest: &str) -> Claims<'_> {
+        static NONE: BTreeMap<String, String> = BTreeMap::new();
+        claims(digest, &NONE)
+    }
+
     #[test]
     fn a_digest_verifies_with_any_trusted_key_that_signed_it() {
         let (old, old_pub) = key(1);
         let (_, new_pub) = key(2);
-        let verified = verify(&[layer(DIGEST, &old)], DIGEST, &[new_pub, old_pub]).expect("ok");
+        let verified = verify(
+            &[layer(DIGEST, &old)],
+            &unconstrained(DIGEST),
+            &[new_pub, old_pub],
+        )
+        .expect("ok");
         assert_eq!(verified.digest, DIGEST);
         assert!(
             verified.key.starts_with("key1 (sha256:"),
@@ -318,14 +458,24 @@ mod tests {
     fn each_refusal_has_its_own_reason() {
         let (signer, signer_pub) = key(1);
         let (_, stranger_pub) = key(2);
-        let unsigned = verify(&[], DIGEST, std::slice::from_ref(&signer_pub)).unwrap_err();
+        let unsigned = verify(
+            &[],
+            &unconstrained(DIGEST),
+            std::slice::from_ref(&signer_pub),
+        )
+        .unwrap_err();
         assert_eq!(unsigned.reason(), "SignatureMissing");
         assert!(unsigned.to_string().contains(&signature_tag(DIGEST)));
-        let unknown = verify(&[layer(DIGEST, &signer)], DIGEST, &[stranger_pub]).unwrap_err();
+        let unknown = verify(
+            &[layer(DIGEST, &signer)],
+            &unconstrained(DIGEST),
+            &[stranger_pub],
+        )
+        .unwrap_err();
         assert_eq!(unknown.reason(), "SignatureUntrusted");
         let other = verify(
             &[layer(OTHER, &signer)],
-            DIGEST,
+            &unconstrained(DIGEST),
             std::slice::from_ref(&signer_pub),
         )
         .unwrap_err();
@@ -333,8 +483,65 @@ mod tests {
         assert!(other.to_string().contains(OTHER), "{other}");
         let mut tampered = layer(DIGEST, &signer);
         tampered.payload = payload("127.0.0.1:5000/q", DIGEST);
-        let refused = verify(&[tampered], DIGEST, &[signer_pub]).unwrap_err();
+        let refused = verify(
+            &[tampered],
+            &unconstrained(DIGEST),
+            std::slice::from_ref(&signer_pub),
+        )
+        .unwrap_err();
         assert_eq!(refused.reason(), "SignatureUntrusted");
+        // Signed for the same digest in another repository: copied here.
+        let elsewhere = signed(payload("127.0.0.1:5000/other", DIGEST), &signer);
+        let refused = verify(
+            &[elsewhere],
+            &unconstrained(DIGEST),
+            std::slice::from_ref(&signer_pub),
+        )
+        .unwrap_err();
+        assert_eq!(refused.reason(), "SignatureReferenceMismatch");
+        assert!(
+            refused.to_string().contains("127.0.0.1:5000/other"),
+            "{refused}"
+        );
+        // Without an annotation spec.verify requires.
+        let required = BTreeMap::from([("env".to_string(), "prod".to_string())]);
+        let refused = verify(
+            &[layer(DIGEST, &signer)],
+            &claims(DIGEST, &required),
+            &[signer_pub],
+        )
+        .unwrap_err();
+        assert_eq!(refused.reason(), "SignatureAnnotationMismatch");
+        assert!(refused.to_string().contains("env=prod"), "{refused}");
+    }
+
+    #[test]
+    fn annotations_required_accept_only_signatures_carrying_them() {
+        let (signer, signer_pub) = key(1);
+        let keys = std::slice::from_ref(&signer_pub);
+        let release = |version: &str| {
+            BTreeMap::from([
+                ("env".to_string(), "prod".to_string()),
+                ("version".to_string(), version.to_string()),
+            ])
+        };
+        let required = release("1.4");
+        let layers = [
+            signed(payload_with(REPOSITORY, DIGEST, &release("1.3")), &signer),
+            signed(payload_with(REPOSITORY, DIGEST, &release("1.4")), &signer),
+        ];
+        let verified = verify(&layers, &claims(DIGEST, &required), keys).expect("1.4 signed");
+        assert_eq!(verified.digest, DIGEST);
+        // The older release's signature alone is refused, naming what lacks.
+        let refused = verify(&layers[..1], &claims(DIGEST, &required), keys).unwrap_err();
+        assert_eq!(refused.reason(), "SignatureAnnotationMismatch");
+        assert!(refused.to_string().contains("version=1.4"), "{refused}");
+        // Annotations signed but none required: accepted, as cosign does.
+        verify(&layers[..1], &unconstrained(DIGEST), keys).expect("unconstrained");
+        // Of several refusals, the one closest to passing is reported.
+        let mixed = [layer(OTHER, &signer), layers[0].clone()];
+        let refused = verify(&mixed, &claims(DIGEST, &required), keys).unwrap_err();
+        assert_eq!(refused.reason(), "SignatureAnnotationMismatch");
     }
 
     #[test]
@@ -344,6 +551,16 @@ mod tests {
             format!(
                 "{{\"critical\":{{\"identity\":{{\"docker-reference\":\"r.example/p\"}},\"image\":{{\"docker-manifest-digest\":\"{DIGEST}\"}},\"type\":\"cosign container image signature\"}},\"optional\":null}}"
             )
+        );
+        let annotations = BTreeMap::from([
+            ("version".to_string(), "1.4".to_string()),
+            ("env".to_string(), "prod".to_string()),
+        ]);
+        let text =
+            String::from_utf8(payload_with("r.example/p", DIGEST, &annotations)).expect("utf8");
+        assert!(
+            text.ends_with(r#""optional":{"env":"prod","version":"1.4"}}"#),
+            "{text}"
         );
         assert_eq!(
             signature_tag(DIGEST),

@@ -5,11 +5,13 @@
 //! stays in charge, and the policy's status and an Event say why.
 //!
 //! What wakes a policy: a change of its spec (generation), or a change of a
-//! ConfigMap it reads (its module or its cases; ConfigMaps are watched by
-//! their metadata only). A fetch that failed (registry or URL unreachable)
-//! is retried with backoff. It runs on the same queue and runner as the
-//! template and resource controllers (`runner.rs`), with no
-//! limit on concurrency and on every replica, leader or not.
+//! ConfigMap it reads (its module, its cases or its `spec.verify` keys;
+//! ConfigMaps are watched by their metadata only). A refused candidate
+//! re-checks the running version when its keys or annotations changed
+//! (`revocation.rs`). A fetch that failed (registry or URL unreachable) is
+//! retried with backoff. It runs on the same queue and runner as the
+//! template and resource controllers (`runner.rs`), with no limit on
+//! concurrency and on every replica, leader or not.
 //!
 //! Checking a candidate version is `candidate.rs`; what is written to a
 //! policy's status, `status.rs`.
@@ -36,6 +38,7 @@ use crate::policy::{Fetcher, PolicyEngine};
 use crate::runner::{self, objects};
 
 mod candidate;
+mod revocation;
 mod status;
 mod trust;
 
@@ -245,11 +248,22 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
     let outcome = candidate(policy, loader).await;
     let entry = loader.registry.get(&name);
     let retry = match outcome {
-        Ok(Candidate::Unchanged) => follows_tag(policy).then_some(loader.tag_interval),
+        Ok(Candidate::Unchanged) => {
+            // Verified again, with the keys and annotations of now.
+            let verified = entry
+                .as_ref()
+                .and_then(|e| e.active.as_ref()?.verified.as_ref());
+            let basis = verified.and_then(|_| revocation::basis(policy));
+            loader.registry.verified_under(&name, basis);
+            follows_tag(policy).then_some(loader.tag_interval)
+        }
         Ok(Candidate::Loaded(active)) => {
             let loaded = active.policy.display_name();
             let digest = active.policy.digest().to_string();
+            let verified = active.verified.is_some();
             loader.registry.activate(&name, active);
+            let basis = verified.then(|| revocation::basis(policy)).flatten();
+            loader.registry.verified_under(&name, basis);
             tracing::info!(reconcile_policy = %name, policy = %loaded, %digest, "policy version activated");
             event(
                 loader,
@@ -267,27 +281,37 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
                 .and_then(|e| e.active.as_ref())
                 .map(|a| a.policy.display_name());
             let retired = policy.spec.verify.is_some() && loader.registry.retire_unverified(&name);
-            let message = match (&running, retired) {
-                (Some(current), true) => format!(
+            // The keys or annotations the running version was verified
+            // with changed (a key removed): it decides on only if it still
+            // verifies.
+            let revoked = match retired {
+                true => None,
+                false => revocation::revoked(policy, loader, entry.as_ref()).await,
+            }
+            .filter(|_| loader.registry.retire(&name));
+            let message = match (&running, retired, &revoked) {
+                (Some(current), true, _) => format!(
                     "{}; {current} was never verified and no longer decides",
                     problem.message
                 ),
-                (Some(current), false) => {
+                (Some(current), false, Some(why)) => revocation::message(&problem, why, current),
+                (Some(current), false, None) => {
                     format!("{}; {current} stays in charge", problem.message)
                 }
-                (None, _) => problem.message.clone(),
+                (None, ..) => problem.message.clone(),
             };
-            tracing::warn!(reconcile_policy = %name, reason = problem.reason, "policy candidate refused: {message}");
-            let news = entry.as_ref().and_then(|e| e.problem.as_ref()) != Some(&problem);
+            let reason = revoked.as_ref().map_or(problem.reason, |why| why.reason);
+            tracing::warn!(reconcile_policy = %name, reason, "policy candidate refused: {message}");
+            let stored = match retired || revoked.is_some() {
+                true => Problem {
+                    reason,
+                    message: message.clone(),
+                },
+                false => problem.clone(),
+            };
+            let news = entry.as_ref().and_then(|e| e.problem.as_ref()) != Some(&stored);
             if news {
-                event(
-                    loader,
-                    policy,
-                    EventType::Warning,
-                    problem.reason,
-                    message.clone(),
-                )
-                .await;
+                event(loader, policy, EventType::Warning, reason, message.clone()).await;
             }
             // A fetch may work later, a base may be created or become
             // Ready, a signature may be pushed, the keys become readable or
@@ -296,6 +320,7 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
             let retry = (problem.reason == "FetchFailed"
                 || problem.reason.starts_with("Base")
                 || problem.reason.starts_with("Signature")
+                || problem.reason == "VerifyKeysUnreadable"
                 || (problem.reason == "DigestMismatch" && follows_tag(policy)))
             .then(|| fetch_backoff(loader, &name))
             // A tag is looked at every --policy-tag-interval, refused or not.
@@ -303,11 +328,7 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
                 true => backoff.min(loader.tag_interval),
                 false => backoff,
             });
-            let problem = match retired {
-                true => Problem { message, ..problem },
-                false => problem,
-            };
-            loader.registry.refuse(&name, problem);
+            loader.registry.refuse(&name, stored);
             retry
         }
     };
@@ -319,7 +340,6 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
     write_status(loader, policy).await?;
     Ok(retry)
 }
-                || problem.reason == "VerifyKeysUnreadable"
 
 /// The policy names an OCI tag, not a digest: the tag is resolved again
 /// every `--policy-tag-interval`.

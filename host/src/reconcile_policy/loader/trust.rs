@@ -93,7 +93,7 @@ pub(super) async fn verify(
     };
     let verified = loader
         .fetcher
-        .verify_artifact(artifact, pull_secret.as_ref(), keys)
+        .verify_artifact(artifact, pull_secret.as_ref(), keys, &annotations(policy))
         .await
         .map_err(|failure| refused(loader, policy, failure))?;
     count(loader, policy, "Verified");

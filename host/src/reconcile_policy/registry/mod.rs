@@ -28,7 +28,7 @@ use std::sync::{Arc, RwLock};
 
 use kube::core::{Selector, SelectorExt};
 
-use super::crd::{PolicyMode, ReconcilePolicy};
+use super::crd::{PolicyMode, PolicyModule, PolicyVerify, ReconcilePolicy};
 use crate::policy::{LoadedPolicy, PolicySlot};
 
 /// The annotation that names an object's policy.
@@ -83,7 +83,19 @@ pub struct Entry {
     pub base: Option<String>,
     /// The latest candidate's refusal; cleared when a candidate loads.
     pub problem: Option<Problem>,
+    /// What the loaded version was last verified under (with
+    /// `spec.verify`): when the keys or annotations change, it is checked
+    /// again ([`PolicyRegistry::retire`] stops it if it no longer verifies).
+    pub verified_under: Option<TrustBasis>,
     pub counters: Arc<Counters>,
+}
+
+/// The spec a loaded version's signature was checked against: where the
+/// module came from and what `spec.verify` asked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrustBasis {
+    pub module: PolicyModule,
+    pub verify: PolicyVerify,
 }
 
 impl Entry {
@@ -236,6 +248,7 @@ impl PolicyRegistry {
             active: previous.as_ref().and_then(|p| p.active.clone()),
             base: spec.base.clone(),
             problem: previous.as_ref().and_then(|p| p.problem.clone()),
+            verified_under: previous.as_ref().and_then(|p| p.verified_under.clone()),
             counters: previous.map(|p| p.counters).unwrap_or_default(),
         };
         entries.insert(name, entry);
@@ -288,6 +301,32 @@ impl PolicyRegistry {
             return false;
         }
         entry.active = None;
+        drop(entries);
+        self.changed();
+        true
+    }
+
+    /// The loaded version of `name` verified under `basis` (just loaded,
+    /// or checked again with the same verdict).
+    pub fn verified_under(&self, name: &str, basis: Option<TrustBasis>) {
+        if let Some(entry) = self.write().get_mut(name) {
+            entry.verified_under = basis;
+        }
+    }
+
+    /// The loaded version of `name` no longer verifies with the keys and
+    /// annotations its policy trusts now (a key was removed): it stops
+    /// deciding, so objects selecting the policy are decided by nothing
+    /// until a version that verifies loads. True if one was stopped.
+    pub fn retire(&self, name: &str) -> bool {
+        let mut entries = self.write();
+        let Some(entry) = entries.get_mut(name) else {
+            return false;
+        };
+        if entry.active.take().is_none() {
+            return false;
+        }
+        entry.verified_under = None;
         drop(entries);
         self.changed();
         true

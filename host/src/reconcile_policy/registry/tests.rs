@@ -387,3 +387,38 @@ fn a_layer_refused_while_its_base_loads_makes_its_objects_wait_not_fail() {
         "{refused}"
     );
 }
+
+#[test]
+fn a_retired_version_stops_deciding_and_its_objects_fail_naming_why() {
+    let registry = registry();
+    loaded(&registry, "signed", json!({"priority": 3}));
+    let basis = TrustBasis {
+        module: PolicyModule::default(),
+        verify: PolicyVerify::default(),
+    };
+    registry.verified_under("signed", Some(basis.clone()));
+    assert_eq!(
+        registry.get("signed").and_then(|e| e.verified_under),
+        Some(basis)
+    );
+    let ticks = registry.subscribe();
+    assert!(registry.retire("signed"));
+    assert!(ticks.has_changed().expect("open"), "selection is told");
+    let entry = registry.get("signed").expect("kept");
+    assert!(entry.active.is_none() && entry.verified_under.is_none());
+    assert!(!registry.retire("signed"), "nothing left to stop");
+    registry.refuse(
+        "signed",
+        Problem {
+            reason: "SignatureUntrusted",
+            message: "no remaining key verifies it".to_string(),
+        },
+    );
+    match select(&registry, &[], &[], None) {
+        Selection::Refuse(why) => {
+            assert!(why.contains("SignatureUntrusted"), "{why}");
+            assert!(why.contains("no remaining key"), "{why}");
+        }
+        _ => panic!("a policy whose version was retired decides nothing"),
+    }
+}
