@@ -794,3 +794,8 @@ mod blob_signatures;
 
 #[path = "oci_registry/hostile.rs"]
 mod hostile;
+
+// What a signature claims besides the digest (repository, annotations),
+// with the real cosign.
+#[path = "oci_registry/signature_claims.rs"]
+mod signature_claims;
