@@ -69,6 +69,18 @@ fn annotation(text: &str) -> Result<(String, String), String> {
     trust::claims::parse_annotation(text)
 }
 
+/// A blob signature is the bare signature of the file: it has no payload
+/// to carry annotations (as with `cosign sign-blob`).
+fn no_annotations_on_a_file(annotations: &[(String, String)]) -> anyhow::Result<()> {
+    if annotations.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "-a/--annotation applies to OCI artifacts: a module file's signature (a blob \
+         signature, as cosign sign-blob writes) has no payload to carry annotations"
+    )
+}
+
 /// `radwasm policy sign <oci-ref> --key <file>`.
 pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
     let options = args.registry.options()?;
@@ -78,6 +90,7 @@ pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
     let password = std::env::var(COSIGN_PASSWORD_ENV).ok();
     let key = trust::signing_key_from_pem(&what, &pem, password.as_deref())?;
     if super::policy_sign_blob::is_file(&args.reference) {
+        no_annotations_on_a_file(&args.annotations)?;
         let module = PathBuf::from(&args.reference);
         return super::policy_sign_blob::sign(&module, &key, args.output_signature.as_deref());
     }
@@ -118,6 +131,7 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         keys.push(trust::public_key_from_pem(&what, &pem)?);
     }
     if super::policy_sign_blob::is_file(&args.reference) {
+        no_annotations_on_a_file(&args.annotations)?;
         let module = PathBuf::from(&args.reference);
         return super::policy_sign_blob::verify(&module, &keys, args.signature.as_deref());
     }

@@ -171,3 +171,42 @@ async fn a_manifest_and_signature_cosign_copies_to_another_repository_are_refuse
     let output = radwasm_policy(&registry, "verify", &mirror, &public, &[]);
     assert!(output.status.success(), "{}", text(&output));
 }
+
+#[test]
+fn annotations_on_a_module_file_are_refused_naming_why() {
+    use p256::pkcs8::{EncodePrivateKey, EncodePublicKey, LineEnding};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let key = p256::ecdsa::SigningKey::from_slice(&[31; 32]).expect("key");
+    let private = dir.path().join("k.pem");
+    let public = dir.path().join("k.pub");
+    std::fs::write(
+        &private,
+        key.to_pkcs8_pem(LineEnding::LF).expect("pem").as_bytes(),
+    )
+    .expect("write key");
+    let pem = key.verifying_key().to_public_key_pem(LineEnding::LF);
+    std::fs::write(&public, pem.expect("pub")).expect("write pub");
+    let module = dir.path().join("policy.wasm");
+    std::fs::write(&module, DEFAULT_POLICY).expect("write module");
+    for (command, key) in [("sign", &private), ("verify", &public)] {
+        let output = radwasm(&[
+            "policy",
+            command,
+            &path_arg(&module),
+            "--key",
+            &path_arg(key),
+            "-a",
+            "version=1.4",
+        ]);
+        let all = text(&output);
+        assert!(!output.status.success(), "{command}: {all}");
+        assert!(
+            all.contains("-a/--annotation applies to OCI artifacts"),
+            "{command}: {all}"
+        );
+    }
+    assert!(
+        !dir.path().join("policy.wasm.sig").exists(),
+        "nothing signed"
+    );
+}
