@@ -328,5 +328,20 @@ async fn media_types_the_server_does_not_handle_get_the_real_servers_415_and_406
     // Nothing was created by the refused request; with JSON offered, it is.
     let with_json = request(CLIENT_GO_ACCEPT, "application/json", body);
     client.request_text(with_json).await.expect("created");
+    // A patch is never protobuf: the patch types are named instead.
+    let patch = send(
+        &client,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/x",
+        protobuf("v1", "ConfigMap", &core::ConfigMap::default()),
+    )
+    .await
+    .expect_err("a protobuf patch");
+    assert_eq!(patch.code, 415);
+    assert!(
+        patch.message.contains("application/merge-patch+json"),
+        "{}",
+        patch.message
+    );
     server.shutdown().await;
 }
