@@ -188,6 +188,14 @@ pub(super) fn check_spec(
                 keys.namespace, keys.name
             ));
         }
+        if !verify.annotations.is_empty() && module.oci.is_none() {
+            return Err(
+                "spec.verify.annotations are checked in an OCI signature's payload: a \
+                 ConfigMap module's blob signature carries none (remove them, or serve the \
+                 module from a registry)"
+                    .to_string(),
+            );
+        }
     }
     if let Some(sha) = &module.sha256 {
         let hex = sha.trim_start_matches("sha256:");

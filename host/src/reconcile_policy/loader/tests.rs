@@ -63,6 +63,11 @@ fn a_spec_names_exactly_one_module_source_with_the_digests_it_needs() {
             "spec.verify.configMap must name a ConfigMap in \"radwasm-system\"",
         ),
         (
+            json!({"module": {"configMap": {"namespace": "radwasm-system", "name": "p", "key": "policy.wasm"}},
+                   "verify": {"configMap": {"namespace": "radwasm-system", "name": "keys"}, "annotations": {"version": "1.4"}}}),
+            "a ConfigMap module's blob signature carries none",
+        ),
+        (
             json!({"module": {"builtin": "default", "sha256": "xyz"}}),
             "must be 64 hex digits",
         ),
