@@ -20,6 +20,7 @@ use super::pool::{self, PoolLimits};
 use super::sandbox::{GuestLog, SandboxState};
 use super::validate::{self, LoadError, Worlds};
 
+mod exports;
 mod loaded;
 
 pub use loaded::{DecisionLimits, LoadedPolicy};
