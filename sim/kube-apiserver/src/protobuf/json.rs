@@ -216,10 +216,10 @@ fn managed_fields_entry(index: usize, entry: &meta::ManagedFieldsEntry) -> Resul
     Ok(fields.text("subresource", &entry.subresource).done())
 }
 
-/// `core/v1.ObjectReference` (every field `omitempty`).
-fn object_reference(reference: &Option<core::ObjectReference>) -> Value {
+/// `core/v1.ObjectReference` (every field `omitempty`); unset is empty.
+fn object_reference(reference: Option<&core::ObjectReference>) -> Value {
     let empty = core::ObjectReference::default();
-    let reference = reference.as_ref().unwrap_or(&empty);
+    let reference = reference.unwrap_or(&empty);
     Fields::default()
         .text("kind", &reference.kind)
         .text("namespace", &reference.namespace)
@@ -330,7 +330,10 @@ pub(super) fn core_event(
         None => None,
     };
     Ok(typed(api_version, kind, object_meta(&object.metadata)?)
-        .put("involvedObject", object_reference(&object.involved_object))
+        .put(
+            "involvedObject",
+            object_reference(object.involved_object.as_ref()),
+        )
         .text("reason", &object.reason)
         .text("message", &object.message)
         .put("source", event_source(&object.source))
@@ -349,10 +352,7 @@ pub(super) fn core_event(
         .text("action", &object.action)
         .pointer(
             "related",
-            object
-                .related
-                .as_ref()
-                .map(|r| object_reference(&Some(r.clone()))),
+            object.related.as_ref().map(|r| object_reference(Some(r))),
         )
         .text_always("reportingComponent", &object.reporting_component)
         .text_always("reportingInstance", &object.reporting_instance)
@@ -378,13 +378,10 @@ pub(super) fn events_event(
         .text("reportingInstance", &object.reporting_instance)
         .text("action", &object.action)
         .text("reason", &object.reason)
-        .put("regarding", object_reference(&object.regarding))
+        .put("regarding", object_reference(object.regarding.as_ref()))
         .pointer(
             "related",
-            object
-                .related
-                .as_ref()
-                .map(|r| object_reference(&Some(r.clone()))),
+            object.related.as_ref().map(|r| object_reference(Some(r))),
         )
         .text("note", &object.note)
         .text("type", &object.r#type)
@@ -443,8 +440,8 @@ pub(super) fn delete_options(
             .done()
     });
     Fields::default()
-        .text("apiVersion", &Some(api_version.to_string()))
-        .text("kind", &Some(kind.to_string()))
+        .put("apiVersion", json!(api_version))
+        .put("kind", json!(kind))
         .pointer("gracePeriodSeconds", options.grace_period_seconds)
         .pointer("preconditions", preconditions)
         .pointer("orphanDependents", options.orphan_dependents)

@@ -38,8 +38,7 @@ const DECODED_KINDS: &str =
 
 /// How objects of `kind` are decoded, or `None` when this server does not
 /// read them as protobuf (custom resources, which the real server does not
-/// either, and CustomResourceDefinitions, which kubectl and client-go send
-/// as JSON).
+/// either, and CustomResourceDefinitions, which kubectl sends as JSON).
 fn decoder(kind: &Kind) -> Option<Decoder> {
     if kind.custom {
         return None;
