@@ -96,6 +96,7 @@ pub(super) async fn revoked(
         .await
     {
         Ok(again) => {
+            count(loader, policy, "Verified");
             tracing::info!(reconcile_policy = %policy.name_any(), reference = %artifact.reference, key = %again.key, "the running version still verifies");
             loader
                 .registry
