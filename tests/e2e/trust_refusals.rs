@@ -204,3 +204,91 @@ fn ready_message(policy: &radwasm::reconcile_policy::crd::ReconcilePolicy) -> St
         .map(|c| c.message.clone())
         .unwrap_or_default()
 }
+
+/// Kill a controller this scenario started itself.
+fn kill(mut child: std::process::Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The artifact files the compile cache in `dir` keeps for component
+/// `digest`: `(<digest>-<engine>.cwasm, its .sha256)`.
+fn cache_files(dir: &std::path::Path, digest: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let artifact = std::fs::read_dir(dir)
+        .expect("read the cache")
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            name.starts_with(&format!("{digest}-")) && name.ends_with(".cwasm")
+        })
+        .unwrap_or_else(|| panic!("no compiled artifact of {digest} in {}", dir.display()));
+    let checksum = artifact.with_extension("cwasm.sha256");
+    (artifact, checksum)
+}
+
+/// Native code planted in the compile cache under the built-in default's
+/// name decides when the cache is used (the attack is real), and never
+/// under `--require-signatures`, which compiles every module from its
+/// verified bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_planted_in_the_compile_cache_never_decides_under_require_signatures() {
+    use sha2::Digest as _;
+
+    let cache = tempfile::tempdir().expect("compile cache dir");
+    let cache_arg = format!("--compile-cache={}", cache.path().display());
+    let guardrail = guest("image-tag-guardrail");
+    let guardrail_file = cache.path().join("guardrail.wasm.src");
+    std::fs::write(&guardrail_file, &guardrail).expect("write the guardrail");
+    let guardrail_arg = guardrail_file.display().to_string();
+
+    // The controller compiles the built-in default into the cache, then one
+    // run with the guardrail compiles that too, with the same engine.
+    let mut system = System::start(&[&cache_arg]).await;
+    system.wait_for_log("policy loaded").await;
+    system.kill_controller();
+    let compiler = system.spawn_controller_as(None, &["--policy", &guardrail_arg]);
+    system
+        .wait_for_log("policy loaded policy=image-tag-guardrail")
+        .await;
+    kill(compiler);
+
+    // Plant the guardrail's native code under the default's name, with a
+    // checksum that matches it.
+    let default_digest = radwasm::policy::digest(radwasm::policy::embedded::DEFAULT_POLICY);
+    let (planted, checksum) = cache_files(cache.path(), &default_digest);
+    let (code, _) = cache_files(cache.path(), &radwasm::policy::digest(&guardrail));
+    let bytes = std::fs::read(&code).expect("read the guardrail's code");
+    std::fs::write(&planted, &bytes).expect("plant");
+    std::fs::write(&checksum, hex::encode(sha2::Sha256::digest(&bytes))).expect("checksum");
+
+    // Using the cache, the planted code decides for the default: the
+    // template fails as the guardrail fails everything.
+    let used = system.spawn_controller_as(None, &[]);
+    system
+        .create(&crate::harness::app_template("planted"))
+        .await;
+    system.wait_phase("planted", "Failed").await;
+    kill(used);
+
+    // Under --require-signatures the cache is not read: the default
+    // compiled from its own bytes deploys.
+    let checked = system.spawn_controller_as(None, &["--require-signatures"]);
+    system
+        .wait_for_log("the compile cache on disk is not used")
+        .await;
+    system
+        .create(&crate::harness::app_template("compiled"))
+        .await;
+    system.wait_phase("compiled", "Ready").await;
+    assert_eq!(
+        std::fs::read(&planted).expect("the planted file"),
+        bytes,
+        "the cache was not even written"
+    );
+    kill(checked);
+    system.shutdown().await;
+}

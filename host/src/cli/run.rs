@@ -216,7 +216,19 @@ impl ControllerHost {
                 .unwrap_or(usize::MAX),
             ..Limits::default()
         };
-        let options = args.runtime.engine_options(metrics.policy_loads())?;
+        let mut options = args.runtime.engine_options(metrics.policy_loads())?;
+        // Native code read from disk is run unchecked: a file planted in the
+        // cache directory would decide (and run outside the sandbox) under
+        // a verified digest's name. When every module must be verified,
+        // every module is compiled from its verified bytes instead.
+        if args.trust.require_signatures
+            && let Some(cache) = options.compile_cache.take()
+        {
+            tracing::info!(
+                dir = %cache.dir.display(),
+                "--require-signatures: the compile cache on disk is not used; every module is compiled from its verified bytes"
+            );
+        }
         let engine = PolicyEngine::with_options(limits, options)?;
         let gate = args.trust.policy_gate(&args.policy, metrics.clone())?;
         let policy = PolicySlot::load_gated(engine.clone(), Source::parse(&args.policy), gate)

@@ -267,10 +267,12 @@ impl DiskCache {
         // SAFETY: `deserialize_file` maps the file and runs its code as
         // wasmtime wrote it, without checking it; it is sound only for an
         // artifact that `Component::serialize` of a compatible engine wrote
-        // and nothing altered since. Both hold here: the directory is the
+        // and nothing altered since. The directory is trusted to be the
         // controller's own (`--compile-cache`, an emptyDir in the cluster
-        // manifests, the user's cache directory otherwise), and only this
-        // module writes into it, each file under a name that carries this
+        // manifests, the user's cache directory otherwise): the checksum
+        // finds damage, not a writer who means harm, which is why `run
+        // --require-signatures` uses no cache on disk (`cli/run.rs`). Only
+        // this module writes into it, each file under a name that carries this
         // engine's compatibility hash, whole (a temporary file renamed into
         // place); and the SHA-256 recorded beside it when it was written has
         // just been checked, so a file that was truncated or damaged since
