@@ -79,6 +79,12 @@ async fn kubectl_create_namespace_configmap_and_secret_work_as_on_a_cluster() {
         namespace["metadata"]["labels"]["kubernetes.io/metadata.name"],
         "team-a"
     );
+    // What the real server's strategy fills in.
+    assert_eq!(namespace["status"]["phase"], "Active");
+    assert_eq!(
+        namespace["spec"]["finalizers"],
+        serde_json::json!(["kubernetes"])
+    );
     cluster
         .create_from_json_manifest(&["namespace", "team-b"])
         .await;
@@ -129,6 +135,7 @@ async fn kubectl_create_namespace_configmap_and_secret_work_as_on_a_cluster() {
     assert_eq!(out.trim(), "secret/db created");
     let secret = cluster.get_json(&["secret", "db", "-n", "team-a"]).await;
     assert_eq!(decoded(&secret["data"]["user"]), b"admin");
+    assert_eq!(secret["type"], "Opaque");
     assert_eq!(decoded(&secret["data"]["password"]), "s3cr=t ü".as_bytes());
     let mut args = args;
     args[2] = "db-json";

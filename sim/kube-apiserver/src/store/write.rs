@@ -32,6 +32,50 @@ fn name_label(kind: &Kind, object: &mut Value) {
     object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
 }
 
+/// What the real server's strategies fill in for built-in kinds: a
+/// Secret's `type` is `Opaque` when empty, and its write-only `stringData`
+/// is merged into `data` (base64) and dropped; a new Namespace is `Active`
+/// with the `kubernetes` finalizer.
+fn builtin_defaults(kind: &Kind, object: &mut Value, creating: bool) {
+    use base64::Engine;
+    if !kind.group.is_empty() {
+        return;
+    }
+    match kind.kind.as_str() {
+        "Secret" => {
+            if object
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+            {
+                object["type"] = json!("Opaque");
+            }
+            let Some(Value::Object(plain)) =
+                object.as_object_mut().and_then(|o| o.remove("stringData"))
+            else {
+                return;
+            };
+            if !object.get("data").is_some_and(Value::is_object) {
+                object["data"] = json!({});
+            }
+            for (key, value) in plain {
+                let text = value.as_str().unwrap_or_default();
+                object["data"][key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+            }
+        }
+        "Namespace" if creating => {
+            if object.pointer("/spec/finalizers").is_none() {
+                object["spec"]["finalizers"] = json!(["kubernetes"]);
+            }
+            if object.pointer("/status/phase").is_none() {
+                object["status"]["phase"] = json!("Active");
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Most bytes a ConfigMap's or a Secret's data may hold (the real server's
 /// `MaxSecretSize`).
 pub const MAX_DATA_BYTES: usize = 1 << 20;
@@ -182,6 +226,7 @@ impl Store {
         if kind.custom {
             Self::check_schema(kind, &mut object)?;
         }
+        builtin_defaults(kind, &mut object, true);
         check_size(kind, &object)?;
         let metadata = object["metadata"]
             .as_object_mut()
@@ -301,6 +346,7 @@ impl Store {
         if kind.custom {
             Self::check_schema(kind, &mut next)?;
         }
+        builtin_defaults(kind, &mut next, false);
         check_size(kind, &next)?;
         name_label(kind, &mut next);
         next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
@@ -365,4 +411,45 @@ fn check_name(kind: &Kind, name: &str) -> Result<(), ApiError> {
         name,
         vec![("metadata.name".into(), message)],
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn core(kind: &str) -> Kind {
+        crate::kinds::builtins()
+            .into_iter()
+            .find(|k| k.group.is_empty() && k.kind == kind)
+            .expect("a built-in kind")
+    }
+
+    #[test]
+    fn a_secret_gets_type_opaque_and_its_string_data_merged_into_data() {
+        let mut secret = json!({"metadata": {"name": "s"}, "data": {"a": "YQ=="},
+            "stringData": {"b": "b ü", "a": "A"}});
+        builtin_defaults(&core("Secret"), &mut secret, true);
+        assert_eq!(
+            secret,
+            json!({"metadata": {"name": "s"}, "type": "Opaque",
+                "data": {"a": "QQ==", "b": "YiDDvA=="}})
+        );
+        let mut typed = json!({"type": "kubernetes.io/dockerconfigjson"});
+        builtin_defaults(&core("Secret"), &mut typed, false);
+        assert_eq!(typed["type"], "kubernetes.io/dockerconfigjson");
+    }
+
+    #[test]
+    fn a_new_namespace_is_active_with_the_kubernetes_finalizer() {
+        let mut namespace = json!({"metadata": {"name": "n"}});
+        builtin_defaults(&core("Namespace"), &mut namespace, true);
+        assert_eq!(namespace["status"]["phase"], "Active");
+        assert_eq!(namespace["spec"]["finalizers"], json!(["kubernetes"]));
+        let mut replaced = json!({"metadata": {"name": "n"}});
+        builtin_defaults(&core("Namespace"), &mut replaced, false);
+        assert!(
+            replaced.get("status").is_none(),
+            "only a create defaults it"
+        );
+    }
 }
