@@ -128,8 +128,11 @@ pub fn watch(
     .filter_map(move |event| {
         futures::future::ready(match event {
             Ok(event) => changes.observe(&event),
+            // Retried with backoff; until the first list ends no object is
+            // decided (selection waits for it), so say why (RBAC: list and
+            // watch on namespaces).
             Err(error) => {
-                tracing::debug!(%error, "namespace watch");
+                tracing::warn!(%error, "namespace watch");
                 None
             }
         })
