@@ -14,7 +14,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::policy_oci::{RegistryArgs, runtime, with_reference};
-use crate::policy::source::oci;
+use crate::policy::source::{oci, signatures_verify};
 use crate::policy::trust;
 
 /// The environment variable cosign reads a private key's password from.
@@ -100,6 +100,9 @@ pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
         .block_on(oci::pull(&args.reference, &options))
         .map_err(|error| with_reference(error, &args.reference))
         .context("not signed")?;
+    if let Some(warning) = tag_warning(&args.reference, &pulled.reference) {
+        eprintln!("{warning}");
+    }
     let repository = repository_of(&pulled.reference);
     let annotations = args.annotations.into_iter().collect();
     let payload = trust::payload_with(repository, &pulled.digest, &annotations);
@@ -143,21 +146,41 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
                 .context(format!("refused (DigestMismatch): {}", args.reference)),
             other => with_reference(other, &args.reference),
         })?;
-    let layers = runtime
-        .block_on(oci::signatures(&pulled.reference, &pulled.digest, &options))
-        .map_err(|error| with_reference(error, &args.reference))
-        .context("reading the signatures")?;
     let annotations = args.annotations.into_iter().collect();
     let claims = trust::Claims {
         digest: &pulled.digest,
         repository: repository_of(&pulled.reference),
         annotations: &annotations,
     };
-    let verified = trust::verify(&layers, &claims, &keys)
+    // Both of cosign's formats: 2's `.sig` tag, 3's bundles as referrers.
+    let verified = runtime
+        .block_on(signatures_verify(
+            &pulled.reference,
+            &claims,
+            &keys,
+            &options,
+        ))
+        .map_err(|error| with_reference(error, &args.reference))
+        .context("reading the signatures")?
         .map_err(|error| anyhow::anyhow!("refused ({}): {error}", error.reason()))?;
     println!("verified: {}", pulled.reference);
     println!("key:      {}", verified.key);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The warning for a reference that names a tag (or none, which is
+/// `latest`): what a tag names can change between the read and the
+/// signature, or after it, so the digest signed is said (as `cosign sign`
+/// warns of signing by tag).
+fn tag_warning(reference: &str, pinned: &str) -> Option<String> {
+    if reference.contains('@') {
+        return None;
+    }
+    Some(format!(
+        "warning: {reference} is a tag, which can be moved to another manifest at any time; \
+         what is signed is the digest it named when it was read: {pinned}. Sign \
+         REGISTRY/REPOSITORY@sha256:DIGEST to be sure of what you sign."
+    ))
 }
 
 /// `registry/repository` of `registry/repository@sha256:…`.

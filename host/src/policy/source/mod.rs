@@ -7,7 +7,7 @@
 pub mod oci;
 mod verify;
 
-pub use verify::VerifyFailure;
+pub use verify::{VerifyFailure, signatures_verify};
 
 use std::fmt;
 use std::io::Read;

@@ -82,22 +82,6 @@ impl Fetcher {
         };
         let options = self.oci_options(auth);
         let what = format!("signatures of {}", artifact.reference);
-        let layers = oci::signatures(&artifact.reference, &artifact.digest, &options)
-            .await
-            .map_err(|error| match error {
-                oci::OciError::BadSignatures { .. } => {
-                    VerifyFailure::Refused(TrustError::SignatureInvalid {
-                        detail: error.to_string(),
-                    })
-                }
-                oci::OciError::DigestMismatch { .. } => SourceError {
-                    kind: SourceErrorKind::DigestMismatch,
-                    what: what.clone(),
-                    detail: error.to_string(),
-                }
-                .into(),
-                error => unavailable(&what, error.to_string()).into(),
-            })?;
         let claims = Claims {
             digest: &artifact.digest,
             repository: artifact
@@ -106,6 +90,47 @@ impl Fetcher {
                 .map_or(artifact.reference.as_str(), |(repository, _)| repository),
             annotations,
         };
-        Ok(trust::verify(&layers, &claims, keys)?)
+        let verified = signatures_verify(&artifact.reference, &claims, keys, &options)
+            .await
+            .map_err(|error| match error {
+                oci::OciError::DigestMismatch { .. } => VerifyFailure::from(SourceError {
+                    kind: SourceErrorKind::DigestMismatch,
+                    what: what.clone(),
+                    detail: error.to_string(),
+                }),
+                error => unavailable(&what, error.to_string()).into(),
+            })?;
+        Ok(verified?)
     }
+}
+
+/// Check the signatures stored in both of cosign's formats for
+/// `claims.digest` of `reference` against `keys`: cosign 2's at the
+/// `sha256-<hex>.sig` tag and cosign 3's sigstore bundles among the OCI
+/// referrers. Verified if either verifies; else the refusal closest to
+/// passing ([`trust::bundle::either`]). What is stored but cannot be used
+/// (an index at the signature tag, an oversized bundle) is a refusal
+/// (`SignatureInvalid`) only if the other format does not verify either.
+/// `Err` is a registry failure: the signatures could not be read.
+pub async fn signatures_verify(
+    reference: &str,
+    claims: &Claims<'_>,
+    keys: &[PublicKey],
+    options: &oci::OciOptions,
+) -> Result<Result<Verified, TrustError>, oci::OciError> {
+    let refusal = |error: oci::OciError| match error {
+        oci::OciError::BadSignatures { .. } => Ok(TrustError::SignatureInvalid {
+            detail: error.to_string(),
+        }),
+        error => Err(error),
+    };
+    let cosign2 = match oci::signatures(reference, claims.digest, options).await {
+        Ok(layers) => trust::verify(&layers, claims, keys),
+        Err(error) => Err(refusal(error)?),
+    };
+    let cosign3 = match oci::bundles(reference, claims.digest, options).await {
+        Ok(bundles) => trust::bundle::verify_bundles(&bundles, claims, keys),
+        Err(error) => Err(refusal(error)?),
+    };
+    Ok(trust::bundle::either(cosign2, cosign3))
 }

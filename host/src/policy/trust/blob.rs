@@ -58,7 +58,11 @@ pub fn verify_blob(
         untrusted("it is not text (expected the base64 cosign sign-blob writes)".to_string())
     })?;
     let decoded = decode_signature(text).ok_or_else(|| {
-        untrusted("it is not a base64 ECDSA signature (as cosign sign-blob writes)".to_string())
+        untrusted(
+            "it is not a base64 ASN.1 DER ECDSA signature (as cosign sign-blob writes; a raw \
+             r||s signature is refused, as cosign refuses it)"
+                .to_string(),
+        )
     })?;
     for key in keys {
         if key.key.verify(blob, &decoded).is_ok() {
@@ -256,5 +260,26 @@ mod tests {
             verify_blob("m.wasm", blob, "m.wasm.sig", Some(b"not base64!"), keys).unwrap_err();
         assert_eq!(garbage.reason(), "SignatureUntrusted");
         assert!(garbage.to_string().contains("not a base64"), "{garbage}");
+    }
+
+    #[test]
+    fn a_raw_r_s_blob_signature_is_refused_as_cosign_refuses_it() {
+        use base64::Engine as _;
+        use p256::ecdsa::Signature;
+        use p256::ecdsa::signature::Signer;
+        let (signing, public) = key(1);
+        let blob = b"module";
+        let raw: Signature = signing.sign(blob);
+        let raw = base64::engine::general_purpose::STANDARD.encode(raw.to_bytes());
+        let refused = verify_blob(
+            "m.wasm",
+            blob,
+            "m.wasm.sig",
+            Some(raw.as_bytes()),
+            &[public],
+        )
+        .unwrap_err();
+        assert_eq!(refused.reason(), "SignatureUntrusted");
+        assert!(refused.to_string().contains("ASN.1 DER"), "{refused}");
     }
 }

@@ -11,7 +11,9 @@
 //! of the payload's SHA-256. [`verify`] accepts a digest only if a payload
 //! signed by one of the keys given names exactly that digest, names the
 //! repository the module was fetched from (`critical.identity.docker-reference`)
-//! and carries the annotations required (`optional`): [`claims`].
+//! and carries the annotations required (`optional`): [`claims`]. cosign
+//! 3's default format, a sigstore bundle stored as an OCI referrer of the
+//! manifest, is [`bundle`]'s; a digest verifies if either format does.
 //!
 //! Not the `sigstore` crate, which Kubewarden uses: sigstore 0.15 refuses to
 //! build (`compile_error!`) unless its `native-tls` (OpenSSL) or `rustls-tls`
@@ -21,6 +23,7 @@
 //! registry side is `oci-client` (`source/oci/signatures.rs`).
 
 pub mod blob;
+pub mod bundle;
 pub mod claims;
 pub mod keys;
 
@@ -69,17 +72,16 @@ pub struct Verified {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TrustError {
     #[error(
-        "{digest} is not signed: no cosign signature at tag {tag} (sign it with `cosign sign \
-         --key` or `radwasm policy sign --key`)"
+        "{digest} is not signed: no cosign signature at tag {tag} (cosign 2's format) and no \
+         sigstore bundle among its OCI referrers (cosign 3's) (sign it with `cosign sign --key` \
+         or `radwasm policy sign --key`)"
     )]
     Unsigned { digest: String, tag: String },
-    #[error(
-        "{digest} is signed ({count} signature{}), but by none of the trusted keys ({keys})",
-        if *count == 1 { "" } else { "s" }
-    )]
+    /// `found` says what was found in which format.
+    #[error("{digest} is signed ({found}), but by none of the trusted keys ({keys})")]
     UnknownKey {
         digest: String,
-        count: usize,
+        found: String,
         keys: String,
     },
     #[error(
@@ -313,13 +315,22 @@ pub fn verify(
     }
     Err(TrustError::UnknownKey {
         digest: digest.to_string(),
-        count: layers.len(),
-        keys: keys
-            .iter()
-            .map(PublicKey::describe)
-            .collect::<Vec<_>>()
-            .join(", "),
+        found: format!(
+            "{} cosign signature{} at tag {}",
+            layers.len(),
+            if layers.len() == 1 { "" } else { "s" },
+            signature_tag(digest)
+        ),
+        keys: describe_keys(keys),
     })
+}
+
+/// The trusted keys, named in a refusal.
+fn describe_keys(keys: &[PublicKey]) -> String {
+    keys.iter()
+        .map(PublicKey::describe)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A payload signed by a trusted key (`key`), checked against `claims` in
@@ -385,12 +396,12 @@ fn check_payload(payload: &[u8], claims: &Claims<'_>, key: &str) -> Result<(), (
     Ok(())
 }
 
-/// A base64 signature: ASN.1 DER (cosign's), or the fixed 64-byte form.
+/// A base64 signature, ASN.1 DER only: cosign (Go's `ecdsa.VerifyASN1`)
+/// accepts nothing else, so a raw 64-byte `r‖s` that cosign would refuse is
+/// refused here too.
 fn decode_signature(text: &str) -> Option<Signature> {
     let bytes = STANDARD.decode(text.trim()).ok()?;
-    Signature::from_der(&bytes)
-        .or_else(|_| Signature::from_slice(&bytes))
-        .ok()
+    Signature::from_der(&bytes).ok()
 }
 
 #[cfg(test)]
@@ -542,6 +553,23 @@ mod tests {
         let mixed = [layer(OTHER, &signer), layers[0].clone()];
         let refused = verify(&mixed, &claims(DIGEST, &required), keys).unwrap_err();
         assert_eq!(refused.reason(), "SignatureAnnotationMismatch");
+    }
+
+    #[test]
+    fn a_raw_r_s_signature_is_refused_as_cosign_refuses_it() {
+        let (signer, signer_pub) = key(1);
+        let payload = payload(REPOSITORY, DIGEST);
+        let raw: Signature = signer.sign(&payload);
+        assert!(signer_pub.key.verify(&payload, &raw).is_ok());
+        let layer = SignatureLayer {
+            payload,
+            signature: Some(STANDARD.encode(raw.to_bytes())),
+        };
+        let refused = verify(&[layer], &unconstrained(DIGEST), &[signer_pub]).unwrap_err();
+        assert_eq!(refused.reason(), "SignatureUntrusted", "{refused}");
+        let der = STANDARD.encode(raw.to_der().as_bytes());
+        assert!(decode_signature(&der).is_some());
+        assert!(decode_signature(&STANDARD.encode(raw.to_bytes())).is_none());
     }
 
     #[test]

@@ -47,6 +47,36 @@ impl Reader<'_> {
         target: &Reference,
         accepted: &[&str],
     ) -> Result<Vec<u8>, OciError> {
+        let version = target
+            .digest()
+            .or(target.tag())
+            .unwrap_or("latest")
+            .to_string();
+        self.get(target, &format!("manifests/{version}"), accepted)
+            .await
+    }
+
+    /// The OCI referrers API's image index of the manifests whose subject
+    /// is `digest` (`GET /v2/<repository>/referrers/<digest>`), at most
+    /// [`MAX_MANIFEST_BYTES`]; a registry without the API answers 404
+    /// ([`OciError::NotFound`]).
+    pub async fn referrers(&self, target: &Reference, digest: &str) -> Result<Vec<u8>, OciError> {
+        self.get(
+            target,
+            &format!("referrers/{digest}"),
+            &[oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE],
+        )
+        .await
+    }
+
+    /// `GET /v2/<repository>/<path>` of `target`'s repository, at most
+    /// [`MAX_MANIFEST_BYTES`].
+    async fn get(
+        &self,
+        target: &Reference,
+        path: &str,
+        accepted: &[&str],
+    ) -> Result<Vec<u8>, OciError> {
         let auth = registry_auth(self.options);
         let token = self
             .client
@@ -63,15 +93,7 @@ impl Reader<'_> {
             true => "http",
             false => "https",
         };
-        let version = target
-            .digest()
-            .or(target.tag())
-            .unwrap_or("latest")
-            .to_string();
-        let url = format!(
-            "{scheme}://{registry}/v2/{}/manifests/{version}",
-            target.repository()
-        );
+        let url = format!("{scheme}://{registry}/v2/{}/{path}", target.repository());
         let mut request = http_client(self.reference)?
             .get(&url)
             .header(http::header::ACCEPT, accepted.join(", "));

@@ -38,12 +38,14 @@ use super::MAX_COMPONENT_BYTES;
 mod bounded;
 mod credentials;
 mod errors;
+mod referrers;
 mod signatures;
 
 pub use bounded::MAX_MANIFEST_BYTES;
 pub use credentials::{Credentials, credentials_from_dockerconfigjson};
 pub use errors::OciError;
 use errors::map_error;
+pub use referrers::{MAX_BUNDLE_BYTES, MAX_REFERRERS, bundles, referrers_tag};
 pub use signatures::{push_signature, signatures};
 
 // Not oci-client's `WASM_*` constants: those are the older wasm-to-oci types.
