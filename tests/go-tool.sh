@@ -2,23 +2,23 @@
 # upstream Go module (tests/helm/build.sh, tests/cosign/build.sh). Test
 # tooling only: nothing here is part of the product.
 #
-# go_tool_build NAME MODULE PACKAGE LDFLAGS_VERSION_VAR builds PACKAGE of
-# MODULE, at the version the calling script's go.mod requires, into
-# target/NAME-bin/<version>/NAME at the repository root, with
-# `-X LDFLAGS_VERSION_VAR=<version>`. The binary is reused while it is there
-# and was built from the same inputs (go.mod, go.sum, tools.go, flags); one
-# build runs at a time, whoever asks. The last line printed on stdout is its
-# path; progress goes to stderr. Needs Go and, the first time, the Go module
-# proxy (or a module cache holding the modules in go.sum). GO=/path/to/go
-# picks the toolchain.
+# go_tool_build NAME MODULE PACKAGE LDFLAGS_VERSION_VAR [MODULE_DIR] builds
+# PACKAGE of MODULE, at the version the go.mod of MODULE_DIR (by default the
+# calling script's directory) requires, into target/NAME-bin/<version>/NAME
+# at the repository root, with `-X LDFLAGS_VERSION_VAR=<version>`. The
+# binary is reused while it is there and was built from the same inputs
+# (go.mod, go.sum, tools.go, flags); one build runs at a time, whoever asks.
+# The last line printed on stdout is its path; progress goes to stderr.
+# Needs Go and, the first time, the Go module proxy (or a module cache
+# holding the modules in go.sum). GO=/path/to/go picks the toolchain.
 go_tool_build() {
   local name="$1" module="$2" package="$3" version_var="$4"
   local here root version out goflags ldflags want
-  here="$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)"
+  here="$(cd "${5:-$(dirname "${BASH_SOURCE[1]}")}" && pwd)"
   root="$(cd "$here/../.." && pwd)"
   version="$(awk -v m="$module" '($1 == "require" && $2 == m) { print $3 }' "$here/go.mod" | head -n 1)"
   if [[ -z "$version" ]]; then
-    echo "build.sh: cannot read the $name version from tests/$name/go.mod" >&2
+    echo "build.sh: cannot read the $name version from tests/$(basename "$here")/go.mod" >&2
     exit 1
   fi
   out="$root/target/$name-bin/$version"
