@@ -50,8 +50,11 @@ pub struct VerifyArgs {
     pub reference: String,
     /// A trusted PEM public key (`cosign.pub`); repeatable: a signature by
     /// any of them is accepted.
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present = "certificate_roots")]
     pub key: Vec<PathBuf>,
+    /// Or a certificate-made signature checked against a CA.
+    #[command(flatten)]
+    pub certificate: super::policy_verify_certificate::CertificateArgs,
     /// For a module file: its signature (default `<file>.sig`), as `cosign
     /// verify-blob --signature` reads it.
     #[arg(long, value_name = "FILE")]
@@ -125,6 +128,9 @@ pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
 
 /// `radwasm policy verify <oci-ref> --key <file>...`.
 pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    if !args.certificate.certificate_roots.is_empty() {
+        return super::policy_verify_certificate::verify(args);
+    }
     let options = args.registry.options()?;
     let mut keys = Vec::new();
     for path in &args.key {

@@ -80,23 +80,35 @@ pub struct ReconcilePolicySpec {
     /// module that decides alone (world `policy`) takes no base.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<String>,
-    /// The keys the module (an OCI artifact) must be signed with, in
-    /// cosign's format. With it, `module.oci` may name a tag: the tag is
+    /// The keys (or the CA and identities) the module must be signed with,
+    /// in cosign's format. With it, `module.oci` may name a tag: the tag is
     /// resolved to a digest, that digest's signature checked, and a new
     /// digest behind the tag is checked before it replaces the running one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<PolicyVerify>,
 }
 
-/// Where the trusted public keys are, and what a signature must carry.
+/// Who may sign the module: keys (`configMap`) or certificates from a CA
+/// (`certificate`), exactly one; and what a signature must carry.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.configMap) != has(self.certificate)",
+    "message": "spec.verify names exactly one of configMap (public keys) and certificate (a CA and identities)"
+}]))]
 pub struct PolicyVerify {
     /// A ConfigMap in the controller's policy namespace whose every `data`
     /// key is one PEM public key (`cosign.pub`); a signature by any of them
     /// is accepted (several keys: rotation). Removing a key stops a running
     /// version that no remaining key verifies.
-    pub config_map: SecretName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<SecretName>,
+    /// Instead of keys: signatures made with a certificate (`cosign sign
+    /// --certificate --certificate-chain`) that chains to one of these
+    /// roots and names one of these identities, checked offline (an OCI
+    /// module only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<CertificateVerify>,
     /// Annotations an accepted signature must carry in its payload's
     /// `optional`, each with exactly this value, as `cosign verify -a
     /// key=value` requires them (`cosign sign -a` and `radwasm policy sign
@@ -104,6 +116,58 @@ pub struct PolicyVerify {
     /// back to a digest signed for another release.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+}
+
+/// Certificate-signed modules: the CA a signer's certificate must chain to,
+/// and who may sign (as `cosign verify --certificate-chain
+/// --certificate-identity --certificate-oidc-issuer`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateVerify {
+    /// Where the trusted roots are.
+    pub roots: CertificateRoots,
+    /// A signer's certificate must match one of them (at least one).
+    #[schemars(length(min = 1))]
+    pub identities: Vec<CertificateIdentity>,
+}
+
+/// The trusted roots of certificate-signed modules.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateRoots {
+    /// A ConfigMap in the controller's policy namespace whose `data` keys
+    /// hold PEM certificates: each self-signed one is a trusted root, every
+    /// other an intermediate that may complete a signer's chain.
+    pub config_map: SecretName,
+}
+
+/// Who may have signed: the certificate's subject (a subject alternative
+/// name: email, URI, DNS name or IP address) and its OIDC issuer (Sigstore's
+/// extension 1.3.6.1.4.1.57264.1.8, or the older 1.3.6.1.4.1.57264.1.1).
+/// One of `subject` and `subjectRegExp`, and one of `issuer` and
+/// `issuerRegExp`; a regular expression matches anywhere in the value, as
+/// cosign's do, unless anchored (`^…$`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.subject) != has(self.subjectRegExp)",
+     "message": "one of subject and subjectRegExp"},
+    {"rule": "has(self.issuer) != has(self.issuerRegExp)",
+     "message": "one of issuer and issuerRegExp"}
+]))]
+pub struct CertificateIdentity {
+    /// The subject exactly (`cosign verify --certificate-identity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// A regular expression of the subject (`--certificate-identity-regexp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_reg_exp: Option<String>,
+    /// The OIDC issuer exactly (`--certificate-oidc-issuer`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// A regular expression of the issuer (`--certificate-oidc-issuer-regexp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer_reg_exp: Option<String>,
 }
 
 /// Where a policy component comes from.
@@ -199,7 +263,10 @@ pub struct ReconcilePolicyStatus {
     /// `BaseCycle`, and for trust `SignatureMissing`, `SignatureUntrusted`,
     /// `SignatureDigestMismatch`, `SignatureReferenceMismatch`,
     /// `SignatureAnnotationMismatch`, `VerifyKeysMissing`,
-    /// `VerifyKeysInvalid`, `SignatureRequired` (the running version, if
+    /// `VerifyKeysInvalid`, `SignatureRequired`, and for certificates
+    /// `CertificateMissing`, `CertificateInvalid`, `CertificateUntrusted`,
+    /// `CertificateUsageMismatch`, `CertificateIdentityMismatch`,
+    /// `CertificateExpired` (the running version, if
     /// any, keeps deciding while the keys and annotations it was verified
     /// with still verify it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -239,6 +306,7 @@ pub struct ReconcilePolicyStatus {
 pub struct VerifiedStatus {
     /// `registry/repository@sha256:…`: the manifest digest that was verified.
     pub reference: String,
-    /// The key that verified it: its ConfigMap key and `sha256:` fingerprint.
+    /// The key that verified it: its ConfigMap key and `sha256:`
+    /// fingerprint; or the certificate and the root it chained to.
     pub key: String,
 }

@@ -17,6 +17,7 @@
 //!   that control plane on a bridge, for the chart's node tests.
 
 pub mod node;
+pub mod pki;
 mod procs;
 pub mod realkube;
 pub mod realradius;

@@ -6,6 +6,7 @@
 
 pub mod oci;
 mod verify;
+mod verify_certificate;
 
 pub use verify::{VerifyFailure, signatures_verify};
 

@@ -24,6 +24,7 @@
 
 pub mod blob;
 pub mod bundle;
+pub mod certificate;
 pub mod claims;
 pub mod keys;
 
@@ -146,6 +147,50 @@ pub enum TrustError {
         "its base, ReconcilePolicy {base}, {why}; a layer that must be verified decides only over a verified base"
     )]
     BaseUnverified { base: String, why: String },
+    /// `spec.verify.certificate`: signatures exist, none carries a
+    /// certificate (they were made with a bare key).
+    #[error(
+        "{digest} is signed ({count} signature{}), but none carries a certificate \
+         (dev.sigstore.cosign/certificate) to check against the trusted roots",
+        if *count == 1 { "" } else { "s" }
+    )]
+    CertificateMissing { digest: String, count: usize },
+    #[error("the certificate of a signature of {digest} cannot be read: {detail}")]
+    CertificateInvalid { digest: String, detail: String },
+    #[error(
+        "the signature of {digest} by {certificate} does not chain to a root of {roots}: {detail}"
+    )]
+    CertificateUntrusted {
+        digest: String,
+        certificate: String,
+        roots: String,
+        detail: String,
+    },
+    #[error("the signature of {digest} by {certificate} is refused: {detail}")]
+    CertificateUsageMismatch {
+        digest: String,
+        certificate: String,
+        detail: String,
+    },
+    #[error(
+        "the signature of {digest} by {certificate} matches none of the identities \
+         spec.verify.certificate.identities names ({expected})"
+    )]
+    CertificateIdentityMismatch {
+        digest: String,
+        certificate: String,
+        expected: String,
+    },
+    #[error("the certificate of the signature of {digest}, {certificate}, is expired: {detail}")]
+    CertificateExpired {
+        digest: String,
+        certificate: String,
+        detail: String,
+    },
+    #[error(
+        "the signature of {digest} does not verify with the key of its certificate, {certificate}"
+    )]
+    CertificateSignatureMismatch { digest: String, certificate: String },
 }
 
 impl TrustError {
@@ -166,6 +211,13 @@ impl TrustError {
             TrustError::BlobUnsigned { .. } => "SignatureMissing",
             TrustError::BlobUntrusted { .. } => "SignatureUntrusted",
             TrustError::BaseUnverified { .. } => "BaseUnverified",
+            TrustError::CertificateMissing { .. } => "CertificateMissing",
+            TrustError::CertificateInvalid { .. } => "CertificateInvalid",
+            TrustError::CertificateUntrusted { .. } => "CertificateUntrusted",
+            TrustError::CertificateUsageMismatch { .. } => "CertificateUsageMismatch",
+            TrustError::CertificateIdentityMismatch { .. } => "CertificateIdentityMismatch",
+            TrustError::CertificateExpired { .. } => "CertificateExpired",
+            TrustError::CertificateSignatureMismatch { .. } => "SignatureUntrusted",
         }
     }
 }
@@ -185,6 +237,12 @@ pub const TRUST_REASONS: &[&str] = &[
     "SignatureRequired",
     "BaseUnverified",
     "DigestMismatch",
+    "CertificateMissing",
+    "CertificateInvalid",
+    "CertificateUntrusted",
+    "CertificateUsageMismatch",
+    "CertificateIdentityMismatch",
+    "CertificateExpired",
 ];
 
 /// cosign's simple-signing payload.
@@ -336,7 +394,11 @@ fn describe_keys(keys: &[PublicKey]) -> String {
 /// A payload signed by a trusted key (`key`), checked against `claims` in
 /// order: the digest, the repository, the annotations. A refusal comes with
 /// how many checks passed before it.
-fn check_payload(payload: &[u8], claims: &Claims<'_>, key: &str) -> Result<(), (u8, TrustError)> {
+pub(crate) fn check_payload(
+    payload: &[u8],
+    claims: &Claims<'_>,
+    key: &str,
+) -> Result<(), (u8, TrustError)> {
     let digest = claims.digest.to_string();
     let Some(payload) = serde_json::from_slice::<Payload>(payload)
         .ok()

@@ -35,7 +35,7 @@ pub(super) async fn candidate(
     let spec = &policy.spec;
     let source =
         check_spec(spec, &loader.policy_namespace).map_err(|m| problem("InvalidSpec", m))?;
-    let keys = trust::trusted_keys(policy, &source, loader).await?;
+    let keys = trust::trusted(policy, &source, loader).await?;
     let fetched = source.fetch(&loader.fetcher).await.map_err(|error| {
         let refused = fetch_problem(error);
         if keys.is_some() && refused.reason == "DigestMismatch" {
@@ -181,10 +181,29 @@ pub(super) fn check_spec(
                     .to_string(),
             );
         }
-        let keys = &verify.config_map;
+        let (field, keys) = match (&verify.config_map, &verify.certificate) {
+            (Some(keys), None) => ("configMap", keys),
+            (None, Some(certificate)) => {
+                if module.oci.is_none() {
+                    return Err("spec.verify.certificate checks cosign signatures of OCI \
+                         artifacts: it needs spec.module.oci (a ConfigMap module's blob \
+                         signature carries no certificate)"
+                        .to_string());
+                }
+                trust::identities(verify)?;
+                ("certificate.roots.configMap", &certificate.roots.config_map)
+            }
+            _ => {
+                return Err(
+                    "spec.verify must name exactly one of configMap (public keys) and \
+                     certificate (a CA and identities)"
+                        .to_string(),
+                );
+            }
+        };
         if keys.namespace != policy_namespace || keys.name.is_empty() {
             return Err(format!(
-                "spec.verify.configMap must name a ConfigMap in {policy_namespace:?} (--policy-namespace), where the controller reads ConfigMaps; got {:?}/{:?}",
+                "spec.verify.{field} must name a ConfigMap in {policy_namespace:?} (--policy-namespace), where the controller reads ConfigMaps; got {:?}/{:?}",
                 keys.namespace, keys.name
             ));
         }

@@ -215,10 +215,13 @@ fn reads_config_map(spec: &ReconcilePolicySpec, namespace: &str, name: &str) -> 
         .cases
         .as_ref()
         .is_some_and(|c| c.config_map.namespace == namespace && c.config_map.name == name);
-    let keys = spec
-        .verify
-        .as_ref()
-        .is_some_and(|v| v.config_map.namespace == namespace && v.config_map.name == name);
+    let keys = spec.verify.as_ref().is_some_and(|v| {
+        let roots = v.certificate.as_ref().map(|c| &c.roots.config_map);
+        v.config_map
+            .iter()
+            .chain(roots)
+            .any(|c| c.namespace == namespace && c.name == name)
+    });
     module || cases || keys
 }
 

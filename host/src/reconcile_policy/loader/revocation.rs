@@ -18,7 +18,7 @@ use crate::reconcile_policy::registry::{Entry, Problem, TrustBasis};
 
 use super::Loader;
 use super::candidate::problem;
-use super::trust::count;
+use super::trust::{Trusted, count, read_trusted};
 
 /// What `policy`'s running version is verified under once its spec's
 /// signature check passed.
@@ -42,20 +42,18 @@ pub(super) async fn revoked(
     let verify = policy.spec.verify.as_ref()?;
     let entry = entry?;
     let verified = entry.active.as_ref()?.verified.as_ref()?;
-    let keys = &verify.config_map;
-    let keys = match loader
-        .fetcher
-        .trusted_keys(&keys.namespace, &keys.name)
-        .await
-    {
-        Ok(keys) => keys,
+    let trusted = match read_trusted(verify, loader).await {
+        Ok(trusted) => trusted,
         // No key, or not one that parses: nothing verifies it now.
         Err(VerifyFailure::Refused(error)) if error.reason() != "VerifyKeysUnreadable" => {
             return Some(refusal(loader, policy, error));
         }
         Err(_) => return None,
     };
-    let kept = keys.iter().any(|key| key.describe() == verified.key);
+    let kept = match &trusted {
+        Trusted::Keys(keys) => keys.iter().any(|key| key.describe() == verified.key),
+        Trusted::Certificate(trust) => trust.roots.has_root(&verified.key),
+    };
     let under = entry.verified_under.clone().or_else(|| basis(policy))?;
     if kept && under.verify == *verify {
         return None;
@@ -90,11 +88,20 @@ pub(super) async fn revoked(
         namespace: s.namespace.clone(),
         name: s.name.clone(),
     });
-    match loader
-        .fetcher
-        .verify_artifact(&artifact, pull_secret.as_ref(), &keys, &verify.annotations)
-        .await
-    {
+    let (fetcher, annotations) = (&loader.fetcher, &verify.annotations);
+    let checked = match &trusted {
+        Trusted::Keys(keys) => {
+            fetcher
+                .verify_artifact(&artifact, pull_secret.as_ref(), keys, annotations)
+                .await
+        }
+        Trusted::Certificate(trust) => {
+            fetcher
+                .verify_certified_artifact(&artifact, pull_secret.as_ref(), trust, annotations)
+                .await
+        }
+    };
+    match checked {
         Ok(again) => {
             count(loader, policy, "Verified");
             tracing::info!(reconcile_policy = %policy.name_any(), reference = %artifact.reference, key = %again.key, "the running version still verifies");

@@ -9,9 +9,10 @@
 use kube::ResourceExt;
 
 use crate::policy::source::{Fetched, Source, VerifyFailure};
+use crate::policy::trust::certificate::{CertificateTrust, Identity, Matcher};
 use crate::policy::trust::{PublicKey, TrustError, Verified, blob};
 use crate::policy::{LoadedPolicy, embedded};
-use crate::reconcile_policy::crd::ReconcilePolicy;
+use crate::reconcile_policy::crd::{PolicyVerify, ReconcilePolicy};
 use crate::reconcile_policy::registry::Problem;
 
 use super::Loader;
@@ -36,14 +37,82 @@ fn refused(loader: &Loader, policy: &ReconcilePolicy, failure: VerifyFailure) ->
     refusal
 }
 
-/// The keys `spec.verify` names (`None` without it). Any module but the
+/// What `spec.verify` trusts: keys, or a CA and identities.
+pub(super) enum Trusted {
+    Keys(Vec<PublicKey>),
+    Certificate(CertificateTrust),
+}
+
+/// What `spec.verify` trusts, read now: the keys of its ConfigMap, or the
+/// roots of `certificate.roots` with its identities.
+pub(super) async fn read_trusted(
+    verify: &PolicyVerify,
+    loader: &Loader,
+) -> Result<Trusted, VerifyFailure> {
+    if let Some(certificate) = &verify.certificate {
+        let roots = &certificate.roots.config_map;
+        let roots = loader
+            .fetcher
+            .trusted_roots(&roots.namespace, &roots.name)
+            .await?;
+        let identities = identities(verify).map_err(|detail| TrustError::KeysInvalid {
+            what: "spec.verify.certificate.identities".to_string(),
+            detail,
+        })?;
+        return Ok(Trusted::Certificate(CertificateTrust { roots, identities }));
+    }
+    let keys = verify.config_map.clone().unwrap_or_default();
+    let keys = loader
+        .fetcher
+        .trusted_keys(&keys.namespace, &keys.name)
+        .await?;
+    Ok(Trusted::Keys(keys))
+}
+
+/// `spec.verify.certificate.identities`, each with one subject and one
+/// issuer matcher (at least one identity).
+pub(super) fn identities(verify: &PolicyVerify) -> Result<Vec<Identity>, String> {
+    let Some(certificate) = &verify.certificate else {
+        return Ok(Vec::new());
+    };
+    if certificate.identities.is_empty() {
+        return Err(
+            "spec.verify.certificate.identities is empty: name who may sign (subject or \
+             subjectRegExp, and issuer or issuerRegExp), as cosign verify requires \
+             --certificate-identity and --certificate-oidc-issuer"
+                .to_string(),
+        );
+    }
+    certificate
+        .identities
+        .iter()
+        .enumerate()
+        .map(|(index, identity)| {
+            let field = |name: &str| format!("spec.verify.certificate.identities[{index}].{name}");
+            Ok(Identity {
+                subject: Matcher::new(
+                    &field("subject"),
+                    identity.subject.as_deref(),
+                    identity.subject_reg_exp.as_deref(),
+                )?,
+                issuer: Matcher::new(
+                    &field("issuer"),
+                    identity.issuer.as_deref(),
+                    identity.issuer_reg_exp.as_deref(),
+                )?,
+            })
+        })
+        .collect()
+}
+
+/// What `spec.verify` trusts (`None` without it). Any module but the
 /// built-in default without `spec.verify` is refused when the controller
 /// requires signatures.
-pub(super) async fn trusted_keys(
+pub(super) async fn trusted(
     policy: &ReconcilePolicy,
     source: &Source,
     loader: &Loader,
-) -> Result<Option<Vec<PublicKey>>, Problem> {
+) -> Result<Option<Trusted>, Problem> {
     let Some(verify) = &policy.spec.verify else {
         if loader.require_signatures && !matches!(source, Source::BuiltIn) {
             let error = TrustError::Required {
@@ -53,24 +122,27 @@ pub(super) async fn trusted_keys(
         }
         return Ok(None);
     };
-    let keys = &verify.config_map;
-    loader
-        .fetcher
-        .trusted_keys(&keys.namespace, &keys.name)
+    read_trusted(verify, loader)
         .await
         .map(Some)
         .map_err(|failure| refused(loader, policy, failure))
 }
 
 /// The signature of the artifact `fetched` came from (or, for a ConfigMap
-/// module, the blob signature beside it), checked with `keys`.
+/// module, the blob signature beside it), checked with what is `trusted`.
 pub(super) async fn verify(
     policy: &ReconcilePolicy,
     source: &Source,
     fetched: &Fetched,
-    keys: &[PublicKey],
+    trusted: &Trusted,
     loader: &Loader,
 ) -> Result<Verified, Problem> {
+    let keys = match trusted {
+        Trusted::Keys(keys) => keys.as_slice(),
+        Trusted::Certificate(trust) => {
+            return verify_certified(policy, source, fetched, trust, loader).await;
+        }
+    };
     if let (Source::ConfigMap { .. }, Some(signature)) = (source, &fetched.signature) {
         let verified = blob::verify_blob(
             &fetched.source_name,
@@ -98,6 +170,31 @@ pub(super) async fn verify(
         .map_err(|failure| refused(loader, policy, failure))?;
     count(loader, policy, "Verified");
     tracing::info!(reconcile_policy = %policy.name_any(), reference = %artifact.reference, key = %verified.key, "module signature verified");
+    Ok(verified)
+}
+
+/// A certificate-made signature of the artifact `fetched` came from.
+async fn verify_certified(
+    policy: &ReconcilePolicy,
+    source: &Source,
+    fetched: &Fetched,
+    trust: &CertificateTrust,
+    loader: &Loader,
+) -> Result<Verified, Problem> {
+    let (Some(artifact), Source::Oci { pull_secret, .. }) = (&fetched.artifact, source) else {
+        return Err(problem(
+            "InvalidSpec",
+            "spec.verify.certificate checks cosign signatures of OCI artifacts: it needs \
+             spec.module.oci",
+        ));
+    };
+    let verified = loader
+        .fetcher
+        .verify_certified_artifact(artifact, pull_secret.as_ref(), trust, &annotations(policy))
+        .await
+        .map_err(|failure| refused(loader, policy, failure))?;
+    count(loader, policy, "Verified");
+    tracing::info!(reconcile_policy = %policy.name_any(), reference = %artifact.reference, certificate = %verified.key, "module certificate signature verified");
     Ok(verified)
 }
 

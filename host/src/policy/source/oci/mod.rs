@@ -46,7 +46,7 @@ pub use credentials::{Credentials, credentials_from_dockerconfigjson};
 pub use errors::OciError;
 use errors::map_error;
 pub use referrers::{MAX_BUNDLE_BYTES, MAX_REFERRERS, bundles, referrers_tag};
-pub use signatures::{push_signature, signatures};
+pub use signatures::{certified_signatures, push_certified_signature, push_signature, signatures};
 
 // Not oci-client's `WASM_*` constants: those are the older wasm-to-oci types.
 /// Media type of the manifest's config blob.

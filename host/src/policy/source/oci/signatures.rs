@@ -13,6 +13,7 @@ use super::{
     OCI_MANIFEST_MEDIA_TYPE, OciError, OciOptions, client, parse_reference, registry_auth,
     sha256_digest,
 };
+use crate::policy::trust::certificate::{CERTIFICATE_ANNOTATION, CHAIN_ANNOTATION, CertifiedLayer};
 use crate::policy::trust::{
     SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, SignatureLayer, signature_tag,
 };
@@ -41,6 +42,20 @@ pub async fn signatures(
     digest: &str,
     options: &OciOptions,
 ) -> Result<Vec<SignatureLayer>, OciError> {
+    let layers = certified_signatures(reference, digest, options).await?;
+    Ok(layers
+        .into_iter()
+        .map(|certified| certified.layer)
+        .collect())
+}
+
+/// [`signatures`], each with the certificate and chain stored beside it
+/// (`cosign sign --certificate --certificate-chain`), if any.
+pub async fn certified_signatures(
+    reference: &str,
+    digest: &str,
+    options: &OciOptions,
+) -> Result<Vec<CertifiedLayer>, OciError> {
     let parsed = parse_reference(reference)?;
     let target = signature_reference(&parsed, digest);
     let client = client(reference, options)?;
@@ -112,12 +127,14 @@ pub async fn signatures(
                 actual,
             });
         }
-        layers.push(SignatureLayer {
-            payload,
-            signature: layer
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(SIGNATURE_ANNOTATION).cloned()),
+        let annotation = |name: &str| layer.annotations.as_ref()?.get(name).cloned();
+        layers.push(CertifiedLayer {
+            layer: SignatureLayer {
+                payload,
+                signature: annotation(SIGNATURE_ANNOTATION),
+            },
+            certificate: annotation(CERTIFICATE_ANNOTATION),
+            chain: annotation(CHAIN_ANNOTATION),
         });
     }
     Ok(layers)
@@ -152,6 +169,40 @@ pub async fn push_signature(
     signature: String,
     options: &OciOptions,
 ) -> Result<String, OciError> {
+    let annotations = BTreeMap::from([(SIGNATURE_ANNOTATION.to_string(), signature)]);
+    push_signature_layer(reference, digest, payload, annotations, options).await
+}
+
+/// [`push_signature`] made with a certificate: the signer's PEM
+/// `certificate` and the PEM `chain` above it stored beside the signature,
+/// as `cosign sign --certificate --certificate-chain` stores them.
+pub async fn push_certified_signature(
+    reference: &str,
+    digest: &str,
+    payload: Vec<u8>,
+    signature: String,
+    certificate: String,
+    chain: Option<String>,
+    options: &OciOptions,
+) -> Result<String, OciError> {
+    let mut annotations = BTreeMap::from([
+        (SIGNATURE_ANNOTATION.to_string(), signature),
+        (CERTIFICATE_ANNOTATION.to_string(), certificate),
+    ]);
+    if let Some(chain) = chain {
+        annotations.insert(CHAIN_ANNOTATION.to_string(), chain);
+    }
+    push_signature_layer(reference, digest, payload, annotations, options).await
+}
+
+/// Append a signature layer of `payload` with `annotations`.
+async fn push_signature_layer(
+    reference: &str,
+    digest: &str,
+    payload: Vec<u8>,
+    annotations: BTreeMap<String, String>,
+    options: &OciOptions,
+) -> Result<String, OciError> {
     let parsed = parse_reference(reference)?;
     let target = signature_reference(&parsed, digest);
     let client = client(reference, options)?;
@@ -179,7 +230,6 @@ pub async fn push_signature(
         },
     };
     let payload_digest = sha256_digest(&payload);
-    let annotations = BTreeMap::from([(SIGNATURE_ANNOTATION.to_string(), signature)]);
     let already = layers
         .iter()
         .any(|l| l.digest == payload_digest && l.annotations.as_ref() == Some(&annotations));
