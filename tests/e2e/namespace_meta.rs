@@ -74,6 +74,7 @@ async fn a_layer_refuses_in_a_prod_namespace_and_relabelling_the_namespace_lets_
     let relabelled = Instant::now();
     patch_namespace(&system, json!({"labels": {"env": "staging"}})).await;
     let ready = system.wait_phase("shop", "Ready").await;
+    eprintln!("relabelled namespace to Ready: {:?}", relabelled.elapsed());
     assert!(
         relabelled.elapsed() < WELL_BEFORE_THE_RETRY,
         "Ready {:?} after the relabel: the namespace's change did not reconcile it",
@@ -102,6 +103,7 @@ async fn a_layer_refuses_in_a_prod_namespace_and_relabelling_the_namespace_lets_
     let annotated = Instant::now();
     patch_namespace(&system, json!({"annotations": {"owner": "team-shop"}})).await;
     system.wait_phase("shop", "Ready").await;
+    eprintln!("annotated namespace to Ready: {:?}", annotated.elapsed());
     assert!(
         annotated.elapsed() < WELL_BEFORE_THE_RETRY,
         "Ready {:?} after the annotation",
