@@ -58,8 +58,8 @@ pub struct Loader {
     pub fetcher: Fetcher,
     /// The one namespace whose ConfigMaps modules and cases come from.
     pub policy_namespace: String,
-    /// `--require-signatures`: a module from a registry or a URL loads only
-    /// with `spec.verify`.
+    /// `--require-signatures`: any module but the built-in default loads
+    /// only with `spec.verify`, and a layer only over verified bases.
     pub require_signatures: bool,
     /// How often a policy following a tag (`spec.verify` and no digest)
     /// resolves it again.
