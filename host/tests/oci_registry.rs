@@ -799,3 +799,7 @@ mod hostile;
 // with the real cosign.
 #[path = "oci_registry/signature_claims.rs"]
 mod signature_claims;
+
+// cosign 3's sigstore bundles as OCI referrers, beside cosign 2's format.
+#[path = "oci_registry/cosign3.rs"]
+mod cosign3;

@@ -15,11 +15,13 @@ use super::*;
 
 pub(super) const PASSWORD: &str = "correct horse battery staple";
 
-/// The path of `cosign`, built (or reused) by tests/cosign/build.sh.
-fn cosign_binary() -> PathBuf {
+/// The path of `cosign` of major version `major` (2 or 3), built (or
+/// reused) by tests/cosign/build.sh.
+fn cosign_binary(major: u8) -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/cosign/build.sh");
     let out = Command::new("bash")
         .arg(&script)
+        .arg(major.to_string())
         .output()
         .expect("run tests/cosign/build.sh");
     assert!(
@@ -41,9 +43,15 @@ pub(super) struct Cosign {
 }
 
 impl Cosign {
+    /// cosign 2.
     pub(super) fn new() -> Self {
+        Self::major(2)
+    }
+
+    /// cosign `major` (2 or 3).
+    pub(super) fn major(major: u8) -> Self {
         Self {
-            binary: cosign_binary(),
+            binary: cosign_binary(major),
             home: tempfile::tempdir().expect("cosign home"),
         }
     }
@@ -83,7 +91,7 @@ impl Cosign {
         )
     }
 
-    fn sign(&self, key: &Path, reference: &str) -> Output {
+    pub(super) fn sign(&self, key: &Path, reference: &str) -> Output {
         self.run(&[
             "sign",
             "--key",
@@ -96,7 +104,7 @@ impl Cosign {
         ])
     }
 
-    fn verify(&self, key: &Path, reference: &str) -> Output {
+    pub(super) fn verify(&self, key: &Path, reference: &str) -> Output {
         self.run(&[
             "verify",
             "--key",
@@ -109,7 +117,7 @@ impl Cosign {
     }
 }
 
-fn radwasm_verify(registry: &Registry, reference: &str, keys: &[&Path]) -> Output {
+pub(super) fn radwasm_verify(registry: &Registry, reference: &str, keys: &[&Path]) -> Output {
     let mut args = vec![
         "policy",
         "verify",
@@ -124,7 +132,7 @@ fn radwasm_verify(registry: &Registry, reference: &str, keys: &[&Path]) -> Outpu
     radwasm(&args)
 }
 
-fn radwasm_sign(registry: &Registry, reference: &str, key: &Path) -> Output {
+pub(super) fn radwasm_sign(registry: &Registry, reference: &str, key: &Path) -> Output {
     radwasm_with(
         &[
             "policy",
@@ -141,7 +149,7 @@ fn radwasm_sign(registry: &Registry, reference: &str, key: &Path) -> Output {
 }
 
 /// A plain PKCS#8 P-256 key pair written to `dir` as `NAME.pem` and `NAME.pub`.
-fn pkcs8_key_pair(dir: &Path, name: &str, seed: u8) -> (PathBuf, PathBuf) {
+pub(super) fn pkcs8_key_pair(dir: &Path, name: &str, seed: u8) -> (PathBuf, PathBuf) {
     let key = SigningKey::from_slice(&[seed; 32]).expect("key");
     let private = dir.join(format!("{name}.pem"));
     let public = dir.join(format!("{name}.pub"));
@@ -161,7 +169,7 @@ fn pkcs8_key_pair(dir: &Path, name: &str, seed: u8) -> (PathBuf, PathBuf) {
 }
 
 /// The default policy with a custom section: the same policy, another digest.
-fn another_component(dir: &Path, tag: &str) -> PathBuf {
+pub(super) fn another_component(dir: &Path, tag: &str) -> PathBuf {
     let name = b"radwasm-test";
     let mut section = vec![name.len() as u8];
     section.extend_from_slice(name);
@@ -175,7 +183,7 @@ fn another_component(dir: &Path, tag: &str) -> PathBuf {
     path
 }
 
-fn push_file(registry: &Registry, file: &Path, repository_and_tag: &str) -> String {
+pub(super) fn push_file(registry: &Registry, file: &Path, repository_and_tag: &str) -> String {
     let output = radwasm(&[
         "policy",
         "push",
