@@ -803,3 +803,7 @@ mod signature_claims;
 // cosign 3's sigstore bundles as OCI referrers, beside cosign 2's format.
 #[path = "oci_registry/cosign3.rs"]
 mod cosign3;
+
+// Certificate-signed modules against a platform CA, with the real cosign.
+#[path = "oci_registry/certificates.rs"]
+mod certificates;
