@@ -125,3 +125,23 @@ fn every_case_must_pass_and_the_refusal_names_the_failing_ones() {
         refused.message
     );
 }
+
+#[test]
+fn a_change_of_the_keys_configmap_wakes_the_policies_that_name_it() {
+    let signed = spec(json!({
+        "module": {"oci": "registry.example/p:stable"},
+        "cases": {"configMap": {"namespace": "radwasm-system", "name": "cases"}},
+        "verify": {"configMap": {"namespace": "radwasm-system", "name": "policy-keys"}},
+    }));
+    for name in ["policy-keys", "cases"] {
+        assert!(reads_config_map(&signed, "radwasm-system", name), "{name}");
+    }
+    assert!(!reads_config_map(&signed, "radwasm-system", "other-keys"));
+    assert!(!reads_config_map(&signed, "team-a", "policy-keys"));
+    let unsigned = spec(json!({"module": {"oci": "registry.example/p@sha256:00"}}));
+    assert!(!reads_config_map(
+        &unsigned,
+        "radwasm-system",
+        "policy-keys"
+    ));
+}
