@@ -248,11 +248,14 @@ async fn code_planted_in_the_compile_cache_never_decides_under_require_signature
     // The controller compiles the built-in default into the cache, then one
     // run with the guardrail compiles that too, with the same engine.
     let mut system = System::start(&[&cache_arg]).await;
-    system.wait_for_log("policy loaded").await;
+    // Compiling takes seconds in a debug build, far longer while other
+    // scenarios share the cores.
+    let compile = Duration::from_secs(180);
+    system.wait_for_log_within("policy loaded policy=", compile).await;
     system.kill_controller();
     let compiler = system.spawn_controller_as(None, &["--policy", &guardrail_arg]);
     system
-        .wait_for_log("policy loaded policy=image-tag-guardrail")
+        .wait_for_log_within("policy loaded policy=image-tag-guardrail", compile)
         .await;
     kill(compiler);
 
@@ -278,8 +281,13 @@ async fn code_planted_in_the_compile_cache_never_decides_under_require_signature
     // compiled from its own bytes deploys.
     let checked = system.spawn_controller_as(None, &["--require-signatures"]);
     system
-        .wait_for_log("the compile cache on disk is not used")
+        .wait_for_log_within("the compile cache on disk is not used", compile)
         .await;
+    // Loaded by all four controllers, this one after its compile.
+    crate::realkube::eventually("the fourth policy load", compile, || async {
+        Ok((system.all_logs().matches("policy loaded policy=").count() >= 4).then_some(()))
+    })
+    .await;
     system
         .create(&crate::harness::app_template("compiled"))
         .await;
