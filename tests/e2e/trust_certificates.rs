@@ -1,0 +1,121 @@
+//! `spec.verify.certificate`: a module signed with a certificate of the
+//! platform's own CA (a root and an intermediate made here, the leaf's
+//! certificate and chain stored beside the signature as `cosign sign
+//! --certificate --certificate-chain` stores them) loads when its identity
+//! matches; a policy naming another identity is refused with
+//! `CertificateIdentityMismatch`, an Event and the metric, and nothing it
+//! would decide reaches Radius.
+
+use std::time::Duration;
+
+use radwasm::policy::source::oci;
+use radwasm::policy::trust;
+use radwasm_test_support::pki::{Ca, LeafSpec};
+use serde_json::json;
+
+use crate::harness::{System, metric_sum};
+use crate::policies::{create_policy, delete_policies, guest, short, wait_policy};
+use crate::realkube::eventually;
+use crate::trust::{policy_events, put_keys, variant};
+use crate::trust_revocation::refused_and_nothing_decides;
+
+const SUBJECT: &str = "release@platform.example";
+const ISSUER: &str = "https://issuer.platform.example";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_signed_module_loads_for_its_identity_and_is_refused_for_another() {
+    let registry = crate::registry::Registry::start();
+    let options = registry.options();
+    let module = variant(&guest("default-policy"), "certified");
+    let pushed = oci::push(
+        &registry.reference("policies/certified:v1"),
+        &module,
+        &options,
+    )
+    .await
+    .expect("push the module");
+    let platform = Ca::new("Platform");
+    let leaf = platform.leaf(&LeafSpec::new(SUBJECT, ISSUER));
+    let key = trust::signing_key_from_pem("leaf", &leaf.key, None).expect("the leaf's key");
+    let (repository, digest) = pushed.reference.split_once('@').expect("pinned");
+    let payload = trust::payload(repository, digest);
+    oci::push_certified_signature(
+        &pushed.reference,
+        digest,
+        payload.clone(),
+        trust::sign(&payload, &key),
+        leaf.certificate.clone(),
+        Some(platform.chain_pem()),
+        &options,
+    )
+    .await
+    .expect("push the signature");
+
+    let system = System::start(&[
+        "--policy-insecure-registry",
+        &registry.addr,
+        "--require-signatures",
+    ])
+    .await;
+    let roots = format!("{}-platform-ca", system.namespace);
+    put_keys(&system, &roots, &[("ca.pem", platform.root_pem())]).await;
+    let verify = |subject: &str| {
+        json!({"certificate": {
+            "roots": {"configMap": {"namespace": system.policy_namespace(), "name": roots}},
+            "identities": [{"subject": subject, "issuer": ISSUER}]
+        }})
+    };
+    let select = format!("cert-{}", short(&system));
+    let trusted = create_policy(
+        &system,
+        "certified",
+        json!({"module": {"oci": pushed.reference},
+               "verify": verify(SUBJECT),
+               "objectSelector": {"matchLabels": {"policy": select}}}),
+    )
+    .await;
+    let loaded = wait_policy(&system, &trusted, "True", "Loaded").await;
+    let verified = loaded.status.and_then(|s| s.verified).expect("verified");
+    assert_eq!(verified.reference, pushed.reference);
+    assert!(
+        verified.key.contains(SUBJECT) && verified.key.contains("Platform Root"),
+        "{verified:?}"
+    );
+
+    // The same module for another identity: refused, loudly.
+    let other_select = format!("other-{}", short(&system));
+    let refused = create_policy(
+        &system,
+        "someone-else",
+        json!({"module": {"oci": pushed.reference},
+               "verify": verify("someone@platform.example"),
+               "objectSelector": {"matchLabels": {"policy": other_select}}}),
+    )
+    .await;
+    let reason = "CertificateIdentityMismatch";
+    let message =
+        refused_and_nothing_decides(&system, &refused, reason, &other_select, "t-other").await;
+    assert!(
+        message.contains(SUBJECT) && message.contains("someone@platform.example"),
+        "{message}"
+    );
+    eventually(
+        &format!("a {reason} Event and count"),
+        Duration::from_secs(30),
+        || async {
+            let metrics = system.metrics().await;
+            let prefix = format!(
+                "radwasm_policy_verifications_total{{reconcile_policy=\"{refused}\",result=\"{reason}\"}}"
+            );
+            let counted = metric_sum(&metrics, &prefix) >= 1.0;
+            let evented = policy_events(&system, &refused)
+                .await
+                .iter()
+                .any(|r| r == reason);
+            Ok((counted && evented).then_some(()))
+        },
+    )
+    .await;
+    delete_policies(&system, &[&trusted, &refused]).await;
+    system.shutdown().await;
+}
