@@ -290,6 +290,44 @@ async fn required_annotations_refuse_a_signature_without_them_and_a_tag_moved_ba
         "t-rollback",
     )
     .await;
+
+    // The platform now requires release 1.5: the running 1.4 is checked
+    // again with the annotations of now, and stops deciding.
+    crate::policies::policies(&system.client)
+        .patch(
+            &policy,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"spec": {"verify": {"annotations": {"version": "1.5"}}}}),
+            ),
+        )
+        .await
+        .expect("require 1.5");
+    eventually(
+        "the status describes the new spec.verify",
+        Duration::from_secs(60),
+        || async {
+            let current = crate::policies::policies(&system.client)
+                .get(&policy)
+                .await?;
+            let status = current.status.unwrap_or_default();
+            let seen = status.observed_generation == current.metadata.generation;
+            Ok((seen && status.name.is_none()).then_some(()))
+        },
+    )
+    .await;
+    let message = refused_and_nothing_decides(
+        &system,
+        &policy,
+        "SignatureAnnotationMismatch",
+        &select,
+        "t-after-1.5",
+    )
+    .await;
+    assert!(
+        message.contains("version=1.5") && message.contains("no longer decides"),
+        "{message}"
+    );
     delete_policies(&system, &[&policy]).await;
     system.shutdown().await;
 }
