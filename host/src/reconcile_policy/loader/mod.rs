@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::events::{Event, EventType};
@@ -378,27 +378,6 @@ async fn event(
     if let Err(error) = loader.recorders.publish(&event, &reference).await {
         tracing::debug!(%error, "policy event not recorded");
     }
-}
-
-/// The labels of every namespace, from a watch of their metadata (for
-/// `namespaceSelector`), and a stream that ticks when labels change.
-pub fn namespaces(
-    client: &Client,
-) -> (
-    reflector::Store<PartialObjectMeta<Namespace>>,
-    impl futures::Stream<Item = ()> + Send + 'static,
-) {
-    let (store, writer) = reflector::store();
-    let stream = watcher(
-        Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .touched_objects()
-    .predicate_filter(predicates::labels, Default::default())
-    .filter_map(|r| async move { r.ok().map(|_| ()) });
-    (store, stream)
 }
 
 #[cfg(test)]
