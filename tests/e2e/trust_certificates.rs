@@ -4,10 +4,13 @@
 //! --certificate --certificate-chain` stores them) loads when its identity
 //! matches; a policy naming another identity is refused with
 //! `CertificateIdentityMismatch`, an Event and the metric, and nothing it
-//! would decide reaches Radius.
+//! would decide reaches Radius; and once the root is replaced by another
+//! CA's, the running version stops deciding.
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
 use radwasm::policy::source::oci;
 use radwasm::policy::trust;
 use radwasm_test_support::pki::{Ca, LeafSpec};
@@ -116,6 +119,30 @@ async fn a_certificate_signed_module_loads_for_its_identity_and_is_refused_for_a
         },
     )
     .await;
+    // The platform's root replaced by another CA's: the running version no
+    // longer verifies, and stops deciding.
+    let stranger = Ca::new("Stranger");
+    // In one update, as `kubectl edit` makes it.
+    let config_maps: Api<ConfigMap> =
+        Api::namespaced(system.client.clone(), system.policy_namespace());
+    let mut current = config_maps.get(&roots).await.expect("the roots ConfigMap");
+    current.data = Some([("ca.pem".to_string(), stranger.root_pem())].into());
+    config_maps
+        .replace(&roots, &PostParams::default(), &current)
+        .await
+        .expect("replace the roots");
+    let message = refused_and_nothing_decides(
+        &system,
+        &trusted,
+        "CertificateUntrusted",
+        &select,
+        "t-certified",
+    )
+    .await;
+    assert!(
+        message.contains("no longer verifies") && message.contains("does not chain to a root"),
+        "{message}"
+    );
     delete_policies(&system, &[&trusted, &refused]).await;
     system.shutdown().await;
 }
