@@ -107,7 +107,8 @@ impl Fetcher {
 /// Check the signatures stored in both of cosign's formats for
 /// `claims.digest` of `reference` against `keys`: cosign 2's at the
 /// `sha256-<hex>.sig` tag and cosign 3's sigstore bundles among the OCI
-/// referrers. Verified if either verifies; else the refusal closest to
+/// referrers (asked for only if the first does not verify). Verified if
+/// either verifies; else the refusal closest to
 /// passing ([`trust::bundle::either`]). What is stored but cannot be used
 /// (an index at the signature tag, an oversized bundle) is a refusal
 /// (`SignatureInvalid`) only if the other format does not verify either.
@@ -128,6 +129,10 @@ pub async fn signatures_verify(
         Ok(layers) => trust::verify(&layers, claims, keys),
         Err(error) => Err(refusal(error)?),
     };
+    // A verified `.sig` is enough: the referrers are not asked for.
+    if cosign2.is_ok() {
+        return Ok(cosign2);
+    }
     let cosign3 = match oci::bundles(reference, claims.digest, options).await {
         Ok(bundles) => trust::bundle::verify_bundles(&bundles, claims, keys),
         Err(error) => Err(refusal(error)?),
