@@ -59,22 +59,23 @@ impl CertificateArgs {
             .collect::<Vec<_>>()
             .join(", ");
         let roots = Roots::from_pem(&name, &files).map_err(|error| anyhow::anyhow!("{error}"))?;
-        let matcher = |field: &str, exact: &Option<String>, regexp: &Option<String>| {
-            Matcher::new(field, exact.as_deref(), regexp.as_deref())
-                .map_err(|error| anyhow::anyhow!("{error}"))
+        let matcher = |flag: &str, exact: &Option<String>, regexp: &Option<String>| {
+            Matcher::new(
+                (flag, exact.as_deref()),
+                (&format!("{flag}-regexp"), regexp.as_deref()),
+            )
+            .map_err(|error| anyhow::anyhow!("{error} (who may sign, as cosign verify requires)"))
         };
         let subject = matcher(
             "--certificate-identity",
             &self.certificate_identity,
             &self.certificate_identity_regexp,
-        )
-        .context("who may sign, as cosign verify requires it")?;
+        )?;
         let issuer = matcher(
             "--certificate-oidc-issuer",
             &self.certificate_oidc_issuer,
             &self.certificate_oidc_issuer_regexp,
-        )
-        .context("who may sign, as cosign verify requires it")?;
+        )?;
         Ok(CertificateTrust {
             roots,
             identities: vec![Identity { subject, issuer }],

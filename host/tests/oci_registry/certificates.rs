@@ -194,9 +194,13 @@ async fn a_certificate_signed_module_verifies_here_as_with_cosign_and_each_refus
         roots: Roots::from_pem("ca.pem", &[("ca.pem".to_string(), platform.root_pem())])
             .expect("roots"),
         identities: vec![Identity {
-            subject: Matcher::new("subject", Some(SUBJECT), None).expect("subject"),
-            issuer: Matcher::new("issuer", None, Some("^https://issuer\\.platform\\."))
-                .expect("issuer"),
+            subject: Matcher::new(("subject", Some(SUBJECT)), ("subjectRegExp", None))
+                .expect("subject"),
+            issuer: Matcher::new(
+                ("issuer", None),
+                ("issuerRegExp", Some("^https://issuer\\.platform\\.")),
+            )
+            .expect("issuer"),
         }],
     };
     let none = Default::default();
@@ -206,6 +210,16 @@ async fn a_certificate_signed_module_verifies_here_as_with_cosign_and_each_refus
         annotations: &none,
     };
     verify_certificate(&layers, &claims, &trust, SystemTime::now()).expect("verified");
+
+    // Who may sign must be said, as cosign verify requires it.
+    let ca_arg = path_arg(&ca);
+    let unnamed = radwasm(&["policy", "verify", &pinned, "--certificate-roots", &ca_arg]);
+    assert!(!unnamed.status.success());
+    assert!(
+        text(&unnamed).contains("one of --certificate-identity and --certificate-identity-regexp"),
+        "{}",
+        text(&unnamed)
+    );
 
     // Another identity, another issuer: refused by both.
     let other = "someone@platform.example";

@@ -182,19 +182,24 @@ impl Matcher {
         }
     }
 
-    /// Exactly one of `exact` and `regexp` (the field names are for the
-    /// message).
-    pub fn new(field: &str, exact: Option<&str>, regexp: Option<&str>) -> Result<Matcher, String> {
+    /// Exactly one of `exact` (the field or flag `exact_name`) and `regexp`
+    /// (`regexp_name`), named in the message.
+    pub fn new(
+        (exact_name, exact): (&str, Option<&str>),
+        (regexp_name, regexp): (&str, Option<&str>),
+    ) -> Result<Matcher, String> {
         match (
             exact.filter(|e| !e.is_empty()),
             regexp.filter(|r| !r.is_empty()),
         ) {
             (Some(exact), None) => Ok(Matcher::Exact(exact.to_string())),
             (None, Some(regexp)) => Regex::new(regexp).map(Matcher::Regexp).map_err(|error| {
-                format!("{field}RegExp {regexp:?} is not a regular expression: {error}")
+                format!("{regexp_name} {regexp:?} is not a regular expression: {error}")
             }),
-            (Some(_), Some(_)) => Err(format!("{field} and {field}RegExp are both set: give one")),
-            (None, None) => Err(format!("one of {field} and {field}RegExp is required")),
+            (Some(_), Some(_)) => Err(format!(
+                "{exact_name} and {regexp_name} are both set: give one"
+            )),
+            (None, None) => Err(format!("one of {exact_name} and {regexp_name} is required")),
         }
     }
 }

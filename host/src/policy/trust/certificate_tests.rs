@@ -337,8 +337,12 @@ fn roots_and_matchers_refuse_what_they_cannot_use() {
     )
     .unwrap_err();
     assert!(garbage.starts_with("ca.pem:"), "{garbage}");
-    assert!(Matcher::new("subject", Some("a"), Some("b")).is_err());
-    assert!(Matcher::new("subject", None, None).is_err());
-    let bad = Matcher::new("issuer", None, Some("(")).unwrap_err();
-    assert!(bad.contains("issuerRegExp"), "{bad}");
+    let both = Matcher::new(("subject", Some("a")), ("subjectRegExp", Some("b"))).unwrap_err();
+    assert!(
+        both.contains("subject and subjectRegExp are both set"),
+        "{both}"
+    );
+    assert!(Matcher::new(("subject", None), ("subjectRegExp", None)).is_err());
+    let bad = Matcher::new(("issuer", None), ("issuerRegExp", Some("("))).unwrap_err();
+    assert!(bad.contains("issuerRegExp \"(\""), "{bad}");
 }

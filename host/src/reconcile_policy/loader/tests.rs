@@ -145,3 +145,59 @@ fn a_change_of_the_keys_configmap_wakes_the_policies_that_name_it() {
         "policy-keys"
     ));
 }
+
+#[test]
+fn spec_verify_names_keys_or_a_certificate_and_identities_that_parse() {
+    let oci = format!("registry.example/p@sha256:{}", "a".repeat(64));
+    let roots = json!({"configMap": {"namespace": "radwasm-system", "name": "ca"}});
+    let identity = json!({"subject": "release@platform.example", "issuer": "https://i.example"});
+    let keys = json!({"namespace": "radwasm-system", "name": "keys"});
+    let certificate =
+        |identities: serde_json::Value| json!({"roots": roots, "identities": identities});
+    for (module, verify, expected) in [
+        (
+            json!({"oci": oci}),
+            json!({"configMap": keys, "certificate": certificate(json!([identity]))}),
+            "exactly one of configMap (public keys) and certificate",
+        ),
+        (json!({"oci": oci}), json!({}), "exactly one of configMap"),
+        (
+            json!({"configMap": {"namespace": "radwasm-system", "name": "m", "key": "policy.wasm"}}),
+            json!({"certificate": certificate(json!([identity]))}),
+            "it needs spec.module.oci",
+        ),
+        (
+            json!({"oci": oci}),
+            json!({"certificate": certificate(json!([]))}),
+            "identities is empty",
+        ),
+        (
+            json!({"oci": oci}),
+            json!({"certificate": certificate(json!([{"subject": "a", "subjectRegExp": "b", "issuer": "i"}]))}),
+            "identities[0].subject and spec.verify.certificate.identities[0].subjectRegExp are both set",
+        ),
+        (
+            json!({"oci": oci}),
+            json!({"certificate": certificate(json!([{"subject": "a"}]))}),
+            "one of spec.verify.certificate.identities[0].issuer and",
+        ),
+        (
+            json!({"oci": oci}),
+            json!({"certificate": certificate(json!([{"subject": "a", "issuerRegExp": "("}]))}),
+            "issuerRegExp \"(\" is not a regular expression",
+        ),
+        (
+            json!({"oci": oci}),
+            json!({"certificate": {"roots": {"configMap": {"namespace": "other", "name": "ca"}}, "identities": [identity]}}),
+            "spec.verify.certificate.roots.configMap must name a ConfigMap in \"radwasm-system\"",
+        ),
+        (
+            json!({"oci": oci}),
+            json!({"certificate": certificate(json!([identity, {"subjectRegExp": "^ci@", "issuerRegExp": ".*"}]))}),
+            "accepted",
+        ),
+    ] {
+        let message = refusal(json!({"module": module, "verify": verify}));
+        assert!(message.contains(expected), "{verify}: {message}");
+    }
+}

@@ -91,14 +91,12 @@ pub(super) fn identities(verify: &PolicyVerify) -> Result<Vec<Identity>, String>
             let field = |name: &str| format!("spec.verify.certificate.identities[{index}].{name}");
             Ok(Identity {
                 subject: Matcher::new(
-                    &field("subject"),
-                    identity.subject.as_deref(),
-                    identity.subject_reg_exp.as_deref(),
+                    (&field("subject"), identity.subject.as_deref()),
+                    (&field("subjectRegExp"), identity.subject_reg_exp.as_deref()),
                 )?,
                 issuer: Matcher::new(
-                    &field("issuer"),
-                    identity.issuer.as_deref(),
-                    identity.issuer_reg_exp.as_deref(),
+                    (&field("issuer"), identity.issuer.as_deref()),
+                    (&field("issuerRegExp"), identity.issuer_reg_exp.as_deref()),
                 )?,
             })
         })
