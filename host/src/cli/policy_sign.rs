@@ -54,7 +54,7 @@ pub struct VerifyArgs {
     pub key: Vec<PathBuf>,
     /// Or a certificate-made signature checked against a CA.
     #[command(flatten)]
-    pub certificate: super::policy_verify_certificate::CertificateArgs,
+    pub certificate: Box<super::policy_verify_certificate::CertificateArgs>,
     /// For a module file: its signature (default `<file>.sig`), as `cosign
     /// verify-blob --signature` reads it.
     #[arg(long, value_name = "FILE")]
