@@ -34,12 +34,24 @@ fn ca_params(name: &str) -> CertificateParams {
     params
 }
 
+/// An RSA-2048 key (PKCS#8), made once with `openssl genpkey`: ring signs
+/// with RSA keys but does not make them. A test fixture, trusted by nothing.
+const RSA_KEY: &str = include_str!("testdata/rsa-2048.pem");
+
+fn rsa_key() -> KeyPair {
+    KeyPair::from_pem(RSA_KEY).expect("the RSA test key")
+}
+
 fn new_ca(name: &str) -> Ca {
-    let root = CertifiedIssuer::self_signed(
-        ca_params(&format!("{name} Root")),
+    new_ca_with(
+        name,
         KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key"),
     )
-    .expect("root");
+}
+
+fn new_ca_with(name: &str, root_key: KeyPair) -> Ca {
+    let root =
+        CertifiedIssuer::self_signed(ca_params(&format!("{name} Root")), root_key).expect("root");
     let intermediate = CertifiedIssuer::signed_by(
         ca_params(&format!("{name} Intermediate")),
         KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).expect("key"),
@@ -62,6 +74,7 @@ struct Leaf {
     issuer_v2: Option<&'static str>,
     usages: Vec<ExtendedKeyUsagePurpose>,
     years: (i32, i32),
+    rsa: bool,
 }
 
 impl Default for Leaf {
@@ -72,6 +85,7 @@ impl Default for Leaf {
             issuer_v2: Some(ISSUER),
             usages: vec![ExtendedKeyUsagePurpose::CodeSigning],
             years: (2024, 2099),
+            rsa: false,
         }
     }
 }
@@ -101,7 +115,10 @@ impl Leaf {
                     utf8_string(issuer),
                 ));
         }
-        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+        let key = match self.rsa {
+            true => rsa_key(),
+            false => KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key"),
+        };
         let certificate = params.signed_by(&key, &ca.intermediate).expect("leaf");
         (certificate.pem(), key)
     }
@@ -345,4 +362,33 @@ fn roots_and_matchers_refuse_what_they_cannot_use() {
     assert!(Matcher::new(("subject", None), ("subjectRegExp", None)).is_err());
     let bad = Matcher::new(("issuer", None), ("issuerRegExp", Some("("))).unwrap_err();
     assert!(bad.contains("issuerRegExp \"(\""), "{bad}");
+}
+
+#[test]
+fn rsa_signs_the_chain_and_the_payload_as_ecdsa_does() {
+    // An RSA root over a P-384 intermediate, and an RSA leaf (PKCS#1 v1.5
+    // SHA-256, as cosign signs with an RSA certificate's key).
+    let ca = new_ca_with("Platform", rsa_key());
+    let trust = trust_in(&ca, exact(SUBJECT), exact(ISSUER));
+    check(&[signed(&ca, Leaf::default())], &trust).expect("an RSA root");
+    let rsa_leaf = Leaf {
+        rsa: true,
+        ..Leaf::default()
+    };
+    check(&[signed(&ca, rsa_leaf)], &trust).expect("an RSA leaf");
+    // A payload changed after an RSA signature is refused.
+    let (certificate, key) = Leaf {
+        rsa: true,
+        ..Leaf::default()
+    }
+    .issue(&ca);
+    let mut tampered = layer(
+        payload(REPOSITORY, DIGEST),
+        &key,
+        &certificate,
+        Some(chain(&ca)),
+    );
+    tampered.layer.payload = payload("127.0.0.1:5000/q", DIGEST);
+    let refused = check(&[tampered], &trust).unwrap_err();
+    assert_eq!(refused.reason(), "SignatureUntrusted", "{refused}");
 }
