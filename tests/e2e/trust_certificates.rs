@@ -16,8 +16,12 @@ use radwasm::policy::trust;
 use radwasm_test_support::pki::{Ca, LeafSpec};
 use serde_json::json;
 
-use crate::harness::{System, metric_sum};
-use crate::policies::{create_policy, delete_policies, guest, short, wait_policy};
+use radwasm::reconcile_policy::ReconcilePolicy;
+
+use crate::harness::{Backend, System, metric_sum};
+use crate::policies::{
+    SYSTEM_LABEL, create_policy, delete_policies, guest, policies, short, wait_policy,
+};
 use crate::realkube::eventually;
 use crate::trust::{policy_events, put_keys, variant};
 use crate::trust_revocation::refused_and_nothing_decides;
@@ -143,6 +147,45 @@ async fn a_certificate_signed_module_loads_for_its_identity_and_is_refused_for_a
         message.contains("no longer verifies") && message.contains("does not chain to a root"),
         "{message}"
     );
-    delete_policies(&system, &[&trusted, &refused]).await;
+    // Keys and a certificate both: the real API server refuses the object
+    // (the CRD's validation rule); the embedded one, which checks no rules,
+    // stores it, and the controller refuses it (InvalidSpec).
+    let mut both = verify(SUBJECT);
+    both["configMap"] = json!({"namespace": system.policy_namespace(), "name": roots});
+    let spec = json!({"module": {"oci": pushed.reference}, "verify": both,
+                      "objectSelector": {"matchLabels": {"policy": "none"}}});
+    let mut created = vec![trusted.clone(), refused.clone()];
+    match Backend::from_env() {
+        Backend::Real => {
+            let name = format!("{}-both", system.namespace);
+            let object: ReconcilePolicy = serde_json::from_value(json!({
+                "apiVersion": "radwasm.io/v1alpha1", "kind": "ReconcilePolicy",
+                "metadata": {"name": name, "labels": {SYSTEM_LABEL: system.namespace}},
+                "spec": spec,
+            }))
+            .expect("a ReconcilePolicy");
+            let error = policies(&system.client)
+                .create(&PostParams::default(), &object)
+                .await
+                .expect_err("refused by the CRD's validation");
+            assert!(
+                error.to_string().contains("exactly one of configMap"),
+                "{error}"
+            );
+        }
+        Backend::Embedded => {
+            let name = create_policy(&system, "both", spec).await;
+            let invalid = wait_policy(&system, &name, "False", "InvalidSpec").await;
+            let message = invalid
+                .status
+                .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+                .map(|c| c.message)
+                .unwrap_or_default();
+            assert!(message.contains("exactly one of configMap"), "{message}");
+            created.push(name);
+        }
+    }
+    let created: Vec<&str> = created.iter().map(String::as_str).collect();
+    delete_policies(&system, &created).await;
     system.shutdown().await;
 }
