@@ -72,9 +72,11 @@ pub enum PolicyCommand {
     /// Sign a policy artifact in an OCI registry with a cosign key, in
     /// cosign's format (the `sha256-<digest>.sig` tag).
     Sign(super::policy_sign::SignArgs),
-    /// Verify a policy artifact's cosign signature with public keys, offline:
-    /// exit 1 naming why if it is unsigned, signed by another key, signed
-    /// for another digest, or its content does not match its digest.
+    /// Verify a policy artifact's cosign signature with public keys, or one
+    /// made with a certificate against a CA and an identity, offline: exit
+    /// non-zero naming why if it is unsigned, signed by another key or
+    /// certificate, signed for another digest, or its content does not
+    /// match its digest.
     Verify(super::policy_sign::VerifyArgs),
     /// Write the WIT files of every contract version this binary loads into
     /// DIR (created if absent): the current one as `policy.wit`, older ones
