@@ -1,6 +1,6 @@
 //! Which policy modules the controller (`run`, `dev`) trusts:
 //! `--require-signatures` and the keys the `--policy` file's blob
-//! signature is checked with (`docs/reconcile-policies.md`, "Trust").
+//! signature is checked with (`docs/policy-trust.md`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ pub struct TrustArgs {
     /// signature that verifies, and a `--policy` file only with
     /// `--policy-verify-keys` and a signature `<file>.sig` that verifies.
     /// The built-in default policy is part of the binary and needs none
-    /// (docs/reconcile-policies.md, "Trust").
+    /// (docs/policy-trust.md).
     #[arg(long)]
     pub require_signatures: bool,
     /// The public keys the `--policy` file's signature (`<file>.sig`, as
