@@ -46,17 +46,17 @@ async fn a_certificate_signed_module_loads_for_its_identity_and_is_refused_for_a
     let key = trust::signing_key_from_pem("leaf", &leaf.key, None).expect("the leaf's key");
     let (repository, digest) = pushed.reference.split_once('@').expect("pinned");
     let payload = trust::payload(repository, digest);
-    oci::push_certified_signature(
+    // First signed with the key alone, as `cosign sign --key` without a
+    // certificate signs.
+    oci::push_signature(
         &pushed.reference,
         digest,
         payload.clone(),
         trust::sign(&payload, &key),
-        leaf.certificate.clone(),
-        Some(platform.chain_pem()),
         &options,
     )
     .await
-    .expect("push the signature");
+    .expect("push the bare signature");
 
     let system = System::start(&[
         "--policy-insecure-registry",
@@ -81,6 +81,20 @@ async fn a_certificate_signed_module_loads_for_its_identity_and_is_refused_for_a
                "objectSelector": {"matchLabels": {"policy": select}}}),
     )
     .await;
+    wait_policy(&system, &trusted, "False", "CertificateMissing").await;
+    // The certificate-made signature pushed: the refused policy is looked
+    // at again with the fetch backoff, and loads.
+    oci::push_certified_signature(
+        &pushed.reference,
+        digest,
+        payload.clone(),
+        trust::sign(&payload, &key),
+        leaf.certificate.clone(),
+        Some(platform.chain_pem()),
+        &options,
+    )
+    .await
+    .expect("push the signature");
     let loaded = wait_policy(&system, &trusted, "True", "Loaded").await;
     let verified = loaded.status.and_then(|s| s.verified).expect("verified");
     assert_eq!(verified.reference, pushed.reference);

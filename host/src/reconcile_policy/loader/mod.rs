@@ -317,12 +317,14 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
                 event(loader, policy, EventType::Warning, reason, message.clone()).await;
             }
             // A fetch may work later, a base may be created or become
-            // Ready, a signature may be pushed, the keys become readable or
+            // Ready, a signature (or one with another certificate) may be
+            // pushed, the keys become readable or
             // a tag move: all are
             // looked at again, paced by the same backoff.
             let retry = (problem.reason == "FetchFailed"
                 || problem.reason.starts_with("Base")
                 || problem.reason.starts_with("Signature")
+                || problem.reason.starts_with("Certificate")
                 || problem.reason == "VerifyKeysUnreadable"
                 || (problem.reason == "DigestMismatch" && follows_tag(policy)))
             .then(|| fetch_backoff(loader, &name))
