@@ -313,6 +313,15 @@ fn each_refusal_has_its_own_reason() {
     let mut garbage = signed(&ca, Leaf::default());
     garbage.certificate = Some("not a certificate".to_string());
     assert_eq!(reason(garbage).reason(), "CertificateInvalid");
+
+    // Each is a refusal for trust: Ready=False, an Event, the metric.
+    for refusal in [other_ca, wrong_subject, expired, server, forged] {
+        assert!(
+            crate::policy::trust::TRUST_REASONS.contains(&refusal.reason()),
+            "{}",
+            refusal.reason()
+        );
+    }
 }
 
 #[test]
