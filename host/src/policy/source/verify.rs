@@ -26,32 +26,15 @@ impl Fetcher {
         name: &str,
     ) -> Result<Vec<PublicKey>, VerifyFailure> {
         let what = format!("verify keys ConfigMap {namespace}/{name}");
-        let config_map = match self.config_map(namespace, name, &what).await {
-            Ok(config_map) => config_map,
-            Err(error) if error.detail == "the ConfigMap does not exist" => {
-                return Err(TrustError::KeysMissing {
-                    what,
-                    detail: "the ConfigMap does not exist; no module is trusted without its keys"
-                        .to_string(),
-                }
-                .into());
-            }
-            Err(error) => {
-                return Err(TrustError::KeysUnreadable {
-                    what,
-                    detail: error.detail,
-                }
-                .into());
-            }
-        };
-        let data = config_map.data.unwrap_or_default();
-        if data.is_empty() {
-            return Err(TrustError::KeysMissing {
-                what,
-                detail: "no keys in data (one PEM public key per key, e.g. cosign.pub)".to_string(),
-            }
-            .into());
-        }
+        let data = self
+            .trust_config_map(
+                namespace,
+                name,
+                &what,
+                "keys",
+                "one PEM public key per key, e.g. cosign.pub",
+            )
+            .await?;
         data.iter()
             .map(|(key, pem)| {
                 trust::public_key_from_pem(&format!("{namespace}/{name}:{key}"), pem).map_err(
@@ -67,6 +50,47 @@ impl Fetcher {
             .collect()
     }
 
+    /// The `data` of the ConfigMap `namespace/name` that holds trust
+    /// material (`what` names it, `material` says what it holds, `layout`
+    /// how): missing or empty is [`TrustError::KeysMissing`], one the API
+    /// server does not serve [`TrustError::KeysUnreadable`].
+    pub(super) async fn trust_config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+        what: &str,
+        material: &str,
+        layout: &str,
+    ) -> Result<BTreeMap<String, String>, VerifyFailure> {
+        let missing = |detail: String| -> VerifyFailure {
+            TrustError::KeysMissing {
+                what: what.to_string(),
+                detail,
+            }
+            .into()
+        };
+        let config_map = match self.config_map(namespace, name, what).await {
+            Ok(config_map) => config_map,
+            Err(error) if error.detail == "the ConfigMap does not exist" => {
+                return Err(missing(format!(
+                    "the ConfigMap does not exist; no module is trusted without its {material}"
+                )));
+            }
+            Err(error) => {
+                return Err(TrustError::KeysUnreadable {
+                    what: what.to_string(),
+                    detail: error.detail,
+                }
+                .into());
+            }
+        };
+        let data = config_map.data.unwrap_or_default();
+        if data.is_empty() {
+            return Err(missing(format!("no {material} in data ({layout})")));
+        }
+        Ok(data)
+    }
+
     /// Check the signatures stored for `artifact` against `keys`: one must
     /// name its digest and repository and carry `annotations`.
     pub async fn verify_artifact(
@@ -76,31 +100,62 @@ impl Fetcher {
         keys: &[PublicKey],
         annotations: &BTreeMap<String, String>,
     ) -> Result<Verified, VerifyFailure> {
+        let options = self.artifact_options(artifact, pull_secret).await?;
+        let claims = claims(artifact, annotations);
+        let verified = signatures_verify(&artifact.reference, &claims, keys, &options)
+            .await
+            .map_err(|error| registry_failure(artifact, error))?;
+        Ok(verified?)
+    }
+
+    /// How to reach `artifact`'s registry, with the credentials of
+    /// `pull_secret` if it names one.
+    pub(super) async fn artifact_options(
+        &self,
+        artifact: &Artifact,
+        pull_secret: Option<&SecretRef>,
+    ) -> Result<oci::OciOptions, VerifyFailure> {
         let auth = match pull_secret {
             Some(secret) => self.credentials(secret, &artifact.reference).await?,
             None => None,
         };
-        let options = self.oci_options(auth);
-        let what = format!("signatures of {}", artifact.reference);
-        let claims = Claims {
-            digest: &artifact.digest,
-            repository: artifact
-                .reference
-                .rsplit_once('@')
-                .map_or(artifact.reference.as_str(), |(repository, _)| repository),
-            annotations,
-        };
-        let verified = signatures_verify(&artifact.reference, &claims, keys, &options)
-            .await
-            .map_err(|error| match error {
-                oci::OciError::DigestMismatch { .. } => VerifyFailure::from(SourceError {
-                    kind: SourceErrorKind::DigestMismatch,
-                    what: what.clone(),
-                    detail: error.to_string(),
-                }),
-                error => unavailable(&what, error.to_string()).into(),
-            })?;
-        Ok(verified?)
+        Ok(self.oci_options(auth))
+    }
+}
+
+/// What a signature of `artifact` must claim: its digest, its repository
+/// (the reference without `@digest`) and `annotations`.
+pub(super) fn claims<'a>(
+    artifact: &'a Artifact,
+    annotations: &'a BTreeMap<String, String>,
+) -> Claims<'a> {
+    Claims {
+        digest: &artifact.digest,
+        repository: artifact
+            .reference
+            .rsplit_once('@')
+            .map_or(artifact.reference.as_str(), |(repository, _)| repository),
+        annotations,
+    }
+}
+
+/// Why `artifact`'s signatures could not be read: what is stored but cannot
+/// be used is a refusal (`SignatureInvalid`), content that does not match
+/// its digest a digest mismatch, anything else a fetch failure (retried).
+pub(super) fn registry_failure(artifact: &Artifact, error: oci::OciError) -> VerifyFailure {
+    let what = format!("signatures of {}", artifact.reference);
+    match error {
+        oci::OciError::BadSignatures { .. } => TrustError::SignatureInvalid {
+            detail: error.to_string(),
+        }
+        .into(),
+        oci::OciError::DigestMismatch { .. } => SourceError {
+            kind: SourceErrorKind::DigestMismatch,
+            what,
+            detail: error.to_string(),
+        }
+        .into(),
+        error => unavailable(&what, error.to_string()).into(),
     }
 }
 

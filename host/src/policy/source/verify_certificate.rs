@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use super::{Artifact, Fetcher, SecretRef, SourceError, SourceErrorKind, oci, unavailable};
+use super::verify::{claims, registry_failure};
+use super::{Artifact, Fetcher, SecretRef, oci};
 use crate::policy::source::VerifyFailure;
 use crate::policy::trust::certificate::{self, CertificateTrust, Roots};
-use crate::policy::trust::{Claims, TrustError, Verified};
+use crate::policy::trust::{TrustError, Verified};
 
 impl Fetcher {
     /// The certificates of the ConfigMap `namespace/name` (every `data`
@@ -17,33 +18,17 @@ impl Fetcher {
     /// any that does not parse, refuses all.
     pub async fn trusted_roots(&self, namespace: &str, name: &str) -> Result<Roots, VerifyFailure> {
         let what = format!("certificate roots ConfigMap {namespace}/{name}");
-        let config_map = match self.config_map(namespace, name, &what).await {
-            Ok(config_map) => config_map,
-            Err(error) if error.detail == "the ConfigMap does not exist" => {
-                return Err(TrustError::KeysMissing {
-                    what,
-                    detail: "the ConfigMap does not exist; no module is trusted without its roots"
-                        .to_string(),
-                }
-                .into());
-            }
-            Err(error) => {
-                return Err(TrustError::KeysUnreadable {
-                    what,
-                    detail: error.detail,
-                }
-                .into());
-            }
-        };
-        let data: Vec<(String, String)> = config_map.data.unwrap_or_default().into_iter().collect();
-        if data.is_empty() {
-            return Err(TrustError::KeysMissing {
-                what,
-                detail: "no certificates in data (PEM certificates per key, e.g. ca.pem)"
-                    .to_string(),
-            }
-            .into());
-        }
+        let data: Vec<(String, String)> = self
+            .trust_config_map(
+                namespace,
+                name,
+                &what,
+                "roots",
+                "PEM certificates per key, e.g. ca.pem",
+            )
+            .await?
+            .into_iter()
+            .collect();
         Roots::from_pem(&format!("ConfigMap {namespace}/{name}"), &data).map_err(|detail| {
             TrustError::KeysInvalid {
                 what: what.clone(),
@@ -64,36 +49,11 @@ impl Fetcher {
         trust: &CertificateTrust,
         annotations: &BTreeMap<String, String>,
     ) -> Result<Verified, VerifyFailure> {
-        let auth = match pull_secret {
-            Some(secret) => self.credentials(secret, &artifact.reference).await?,
-            None => None,
-        };
-        let options = self.oci_options(auth);
-        let what = format!("signatures of {}", artifact.reference);
+        let options = self.artifact_options(artifact, pull_secret).await?;
         let layers = oci::certified_signatures(&artifact.reference, &artifact.digest, &options)
             .await
-            .map_err(|error| match error {
-                oci::OciError::BadSignatures { .. } => {
-                    VerifyFailure::Refused(TrustError::SignatureInvalid {
-                        detail: error.to_string(),
-                    })
-                }
-                oci::OciError::DigestMismatch { .. } => SourceError {
-                    kind: SourceErrorKind::DigestMismatch,
-                    what: what.clone(),
-                    detail: error.to_string(),
-                }
-                .into(),
-                error => unavailable(&what, error.to_string()).into(),
-            })?;
-        let claims = Claims {
-            digest: &artifact.digest,
-            repository: artifact
-                .reference
-                .rsplit_once('@')
-                .map_or(artifact.reference.as_str(), |(repository, _)| repository),
-            annotations,
-        };
+            .map_err(|error| registry_failure(artifact, error))?;
+        let claims = claims(artifact, annotations);
         Ok(certificate::verify_certificate(
             &layers,
             &claims,
