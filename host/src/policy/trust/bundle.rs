@@ -225,12 +225,8 @@ pub fn verify_bundles(
     keys: &[PublicKey],
 ) -> Result<Verified, TrustError> {
     let digest = claims.digest;
-    let mut closest: Option<TrustError> = None;
-    let mut keep = |refusal: TrustError| {
-        if closest.as_ref().is_none_or(|c| rank(c) < rank(&refusal)) {
-            closest = Some(refusal);
-        }
-    };
+    let mut closest = super::Closest::default();
+    let mut keep = |refusal: TrustError| closest.offer(rank(&refusal), refusal);
     let mut signatures = 0;
     for layer in bundles {
         let signed = match read(&layer.bundle) {
@@ -283,7 +279,7 @@ pub fn verify_bundles(
             signatures += 1;
         }
     }
-    if let Some(refusal) = closest.filter(|c| rank(c) > rank_untrusted()) {
+    if let Some(refusal) = closest.above(Some(rank_untrusted())) {
         return Err(refusal);
     }
     if signatures == 0 {

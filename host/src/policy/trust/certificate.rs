@@ -268,21 +268,17 @@ pub fn verify_certificate(
     now: SystemTime,
 ) -> Result<Verified, TrustError> {
     let digest = claims.digest;
-    let mut closest: Option<Refusal> = None;
+    let mut closest = super::Closest::default();
     for layer in layers {
         let Some(certificate) = layer.certificate.as_deref() else {
             continue;
         };
         match verify_layer(layer, certificate, claims, trust, now) {
             Ok(verified) => return Ok(verified),
-            Err(refusal) => {
-                if closest.as_ref().is_none_or(|(rank, _)| *rank < refusal.0) {
-                    closest = Some(refusal);
-                }
-            }
+            Err((rank, refusal)) => closest.offer(rank, refusal),
         }
     }
-    if let Some((_, refusal)) = closest {
+    if let Some(refusal) = closest.above(None) {
         return Err(refusal);
     }
     if layers.is_empty() {

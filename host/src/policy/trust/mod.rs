@@ -328,6 +328,27 @@ pub struct Claims<'a> {
     pub annotations: &'a BTreeMap<String, String>,
 }
 
+/// Of the refusals of several signatures, the one that got furthest (the
+/// highest rank; the first of equals): what is reported when none
+/// verifies.
+#[derive(Debug, Default)]
+pub(crate) struct Closest(Option<(u8, TrustError)>);
+
+impl Closest {
+    pub(crate) fn offer(&mut self, rank: u8, refusal: TrustError) {
+        if self.0.as_ref().is_none_or(|(best, _)| *best < rank) {
+            self.0 = Some((rank, refusal));
+        }
+    }
+
+    /// The closest refusal, if one ranks above `floor`.
+    pub(crate) fn above(self, floor: Option<u8>) -> Option<TrustError> {
+        self.0
+            .filter(|(rank, _)| floor.is_none_or(|floor| *rank > floor))
+            .map(|(_, refusal)| refusal)
+    }
+}
+
 /// Accept `claims.digest` if one of `layers` is signed by one of `keys`
 /// and its payload names that digest, that repository and carries those
 /// annotations; otherwise say precisely why not (of signatures by trusted
@@ -338,8 +359,7 @@ pub fn verify(
     keys: &[PublicKey],
 ) -> Result<Verified, TrustError> {
     let digest = claims.digest;
-    // (how far it got, why it was refused): the furthest is reported.
-    let mut closest: Option<(u8, TrustError)> = None;
+    let mut closest = Closest::default();
     for layer in layers {
         let Some(signature) = layer.signature.as_deref().and_then(decode_signature) else {
             continue;
@@ -357,12 +377,10 @@ pub fn verify(
                 }
                 Err(refusal) => refusal,
             };
-            if closest.as_ref().is_none_or(|(rank, _)| *rank < refusal.0) {
-                closest = Some(refusal);
-            }
+            closest.offer(refusal.0, refusal.1);
         }
     }
-    if let Some((_, refusal)) = closest {
+    if let Some(refusal) = closest.above(None) {
         return Err(refusal);
     }
     if layers.is_empty() {
