@@ -19,7 +19,8 @@
 //! - [`manifest`]: `DeploymentTemplate` manifests from Bicep or ARM
 //!   templates;
 //! - [`scaffold`]: the policy layers `radwasm policy new` writes;
-//! - [`go_text`]: JSON exactly as Go writes it;
+//! - [`go_text`]: JSON exactly as Go writes it; `error_chain`: an
+//!   error's causes as one message;
 //! - [`metrics`]: Prometheus metrics, and the server of metrics, probes
 //!   and decision records; [`telemetry`]: logging;
 //! - [`cli`]: the command line, each subcommand parsing its arguments and
@@ -29,6 +30,7 @@ pub mod cli;
 pub mod controller;
 pub mod crd;
 pub mod crd_schema;
+mod error_chain;
 pub mod go_text;
 pub mod kube_client;
 pub mod leader;

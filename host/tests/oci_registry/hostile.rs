@@ -30,6 +30,8 @@ struct Hostile {
     manifest: Option<Vec<u8>>,
     /// Bytes of every blob request: endless.
     sent: Arc<AtomicU64>,
+    /// Answer blob requests 404 instead.
+    no_blobs: bool,
 }
 
 /// An endless body of `byte`, counting what was handed to the socket.
@@ -43,6 +45,9 @@ fn endless(sent: Arc<AtomicU64>, byte: u8) -> Body {
 /// `/v2/{repository}/manifests/{reference}` and `/v2/{repository}/blobs/{digest}`
 /// (a repository has slashes, so one wildcard route takes both).
 async fn v2(State(hostile): State<Hostile>, UrlPath(rest): UrlPath<String>) -> Response {
+    if rest.contains("/blobs/") && hostile.no_blobs {
+        return StatusCode::NOT_FOUND.into_response();
+    }
     if rest.contains("/blobs/") {
         return (StatusCode::OK, endless(hostile.sent.clone(), b'x')).into_response();
     }
@@ -106,6 +111,7 @@ async fn an_endless_manifest_is_refused_at_the_manifest_bound() {
     let (addr, task) = serve(Hostile {
         manifest: None,
         sent: sent.clone(),
+        no_blobs: false,
     })
     .await;
     let reference = format!("{addr}/policies/endless:1");
@@ -135,6 +141,7 @@ async fn a_component_layer_longer_than_declared_is_not_read_on() {
     let (addr, task) = serve(Hostile {
         manifest: Some(manifest_with_layer("application/wasm", 1000)),
         sent: sent.clone(),
+        no_blobs: false,
     })
     .await;
     let reference = format!("{addr}/policies/long:1");
@@ -162,6 +169,7 @@ async fn a_signature_layer_longer_than_declared_is_a_refusal_for_trust() {
             300,
         )),
         sent: sent.clone(),
+        no_blobs: false,
     })
     .await;
     let reference = format!("{addr}/policies/signed@{DIGEST}");
@@ -199,6 +207,7 @@ async fn an_oversized_signature_layer_or_an_index_at_the_signature_tag_is_refuse
         let (addr, task) = serve(Hostile {
             manifest: Some(body),
             sent: sent.clone(),
+            no_blobs: false,
         })
         .await;
         let reference = format!("{addr}/policies/signed@{DIGEST}");
@@ -210,4 +219,50 @@ async fn an_oversized_signature_layer_or_an_index_at_the_signature_tag_is_refuse
         task.abort();
     }
     assert_eq!(sent.load(Ordering::Relaxed), 0, "no blob was read");
+}
+
+#[tokio::test]
+async fn a_layer_is_never_fetched_from_the_urls_its_manifest_names() {
+    // Another server on loopback, counting every request it gets.
+    let elsewhere = Arc::new(AtomicU64::new(0));
+    let counted = elsewhere.clone();
+    let app = Router::new().fallback(move || {
+        let counted = counted.clone();
+        async move {
+            counted.fetch_add(1, Ordering::Relaxed);
+            vec![b'x'; 1000]
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let other = listener.local_addr().expect("address");
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.wasm.config.v0+json", "digest": DIGEST, "size": 2},
+        "layers": [{"mediaType": "application/wasm", "digest": DIGEST, "size": 1000,
+                    "urls": [format!("http://{other}/layer")]}],
+    }))
+    .expect("JSON");
+    let (addr, task) = serve(Hostile {
+        manifest: Some(manifest),
+        sent: Arc::new(AtomicU64::new(0)),
+        no_blobs: true,
+    })
+    .await;
+    let error = oci::pull(&format!("{addr}/policies/foreign:1"), &options(&addr))
+        .await
+        .expect_err("a layer the registry does not serve is not found");
+    assert!(matches!(error, OciError::NotFound { .. }), "{error:?}");
+    assert_eq!(
+        elsewhere.load(Ordering::Relaxed),
+        0,
+        "a request went to the manifest's urls"
+    );
+    task.abort();
+    server.abort();
 }

@@ -465,26 +465,13 @@ fn config_map_component(
     Err(unavailable(what, "no such key in binaryData"))
 }
 
-/// An error's message and each of its causes', outermost first, leaving
-/// out a cause that only repeats the message of the one around it.
-pub(crate) fn causes(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
-    let mut messages: Vec<String> = vec![error.to_string()];
-    let mut cause = error;
-    while let Some(source) = cause.source() {
-        let message = source.to_string();
-        if messages.last() != Some(&message) {
-            messages.push(message);
-        }
-        cause = source;
-    }
-    messages
-}
+/// The one walker over an error's causes, here for the registry reads of
+/// [`oci`].
+pub(crate) use crate::error_chain::causes;
 
 async fn fetch_url(fetcher: &Fetcher, url: &str) -> Result<Fetched, SourceError> {
     let what = format!("GET {url}");
-    // The whole chain: "error sending request" alone hides "Connection
-    // refused" or the TLS failure beneath it.
-    let failed = |error: reqwest::Error| unavailable(&what, causes(&error).join(": "));
+    let failed = |error: reqwest::Error| unavailable(&what, crate::error_chain::joined(&error));
     let http = fetcher
         .http
         .as_ref()

@@ -176,12 +176,7 @@ async fn sleep_jittered(delay: &mut Duration, policy: &RetryPolicy) {
 }
 
 fn describe(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
+    let mut text = crate::error_chain::joined(error);
     if error.is_timeout() {
         text.push_str(" (timed out)");
     }

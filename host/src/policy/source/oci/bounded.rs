@@ -157,9 +157,10 @@ impl Reader<'_> {
         Ok(body)
     }
 
-    /// The blob `layer` names in `target`'s repository, at most `limit`
-    /// bytes and exactly the size the descriptor declares. The digest is
-    /// the caller's to check.
+    /// The blob `layer` names in `target`'s repository (only there: never
+    /// from the other `urls` a manifest may list), at most `limit` bytes and
+    /// exactly the size the descriptor declares. The digest is the caller's
+    /// to check.
     pub async fn blob(
         &self,
         target: &Reference,
@@ -173,9 +174,17 @@ impl Reader<'_> {
             digest: layer.digest.clone(),
             limit,
         };
+        // Without its `urls`: a manifest may name other places to fetch a
+        // layer from, which the registry client would try (without
+        // credentials) when the registry does not serve it; a registry
+        // must not send the controller to any address it names.
+        let layer = OciDescriptor {
+            urls: None,
+            ..layer.clone()
+        };
         let mut stream = self
             .client
-            .pull_blob_stream(target, layer)
+            .pull_blob_stream(target, &layer)
             .await
             .map_err(|error| self.failed(error))?;
         let mut bytes = Vec::with_capacity(usize::try_from(limit.min(1 << 20)).unwrap_or(0));

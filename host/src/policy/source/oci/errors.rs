@@ -226,8 +226,7 @@ fn envelope_text(envelope: &OciEnvelope) -> String {
 /// The innermost cause of an error (for example "Connection refused (os
 /// error 111)"), without the URL-laden wrappers around it.
 fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
-    let innermost = super::super::causes(error).pop().unwrap_or_default();
-    short(&innermost)
+    short(&crate::error_chain::innermost(error))
 }
 
 /// At most a line of a registry's free-form text.
