@@ -15,6 +15,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 
@@ -37,6 +38,8 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
 /// First retry after a fetch failed; doubles to [`RETRY_MAX`].
 const RETRY_MIN: Duration = Duration::from_secs(5);
 const RETRY_MAX: Duration = Duration::from_secs(300);
+/// Doublings from [`RETRY_MIN`] past [`RETRY_MAX`].
+const RETRY_STEPS_TO_MAX: u32 = 6;
 
 /// Where a component comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,9 +172,16 @@ pub(crate) fn too_large(size: Option<u64>, limit: u64) -> String {
 /// How long to wait before fetching a source again after `failures` fetches
 /// of it failed in a row: 5 s, doubling up to 5 min.
 pub fn retry_delay(failures: u32) -> Duration {
-    RETRY_MIN
-        .saturating_mul(1 << failures.saturating_sub(1).min(10))
-        .min(RETRY_MAX)
+    // The cap is reached by the 7th failure; no need to step further.
+    let steps = failures.saturating_sub(1).min(RETRY_STEPS_TO_MAX);
+    ExponentialBuilder::new()
+        .with_min_delay(RETRY_MIN)
+        .with_factor(2.0)
+        .with_max_delay(RETRY_MAX)
+        .without_max_times()
+        .build()
+        .nth(steps as usize)
+        .unwrap_or(RETRY_MAX)
 }
 
 /// What the remote sources are reached with.
@@ -619,8 +629,10 @@ mod tests {
 
     #[test]
     fn fetches_are_retried_after_5_s_doubling_to_5_min() {
-        let delays: Vec<u64> = (1..=9).map(|n| retry_delay(n).as_secs()).collect();
-        assert_eq!(delays, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        let delays: Vec<Duration> = (1..=9).map(retry_delay).collect();
+        let secs = [5, 10, 20, 40, 80, 160, 300, 300, 300].map(Duration::from_secs);
+        assert_eq!(delays, secs);
+        assert_eq!(retry_delay(0), RETRY_MIN, "as after one failure");
         assert_eq!(retry_delay(u32::MAX), RETRY_MAX);
     }
 }

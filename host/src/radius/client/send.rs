@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 
@@ -24,6 +25,22 @@ pub struct RetryPolicy {
     pub max_retry_after: Duration,
     /// Timeout of one request, connect included.
     pub timeout: Duration,
+}
+
+impl RetryPolicy {
+    /// The sleeps between attempts when Radius gives no `Retry-After`: a
+    /// random 50-100 % of a step that starts at `base_delay` and doubles up
+    /// to `max_delay`. (backon's jitter adds up to one more step to its
+    /// delay, so its steps here are half of ours.)
+    fn backoff(&self) -> ExponentialBackoff {
+        ExponentialBuilder::new()
+            .with_min_delay(self.base_delay / 2)
+            .with_factor(2.0)
+            .with_max_delay(self.max_delay / 2)
+            .with_jitter()
+            .without_max_times()
+            .build()
+    }
 }
 
 impl Default for RetryPolicy {
@@ -85,7 +102,7 @@ impl RadiusClient {
     ) -> Result<Answer, RadiusError> {
         let url = format!("{}{path}", self.endpoint.base);
         let policy = &self.retry;
-        let mut delay = policy.base_delay;
+        let mut backoff = policy.backoff();
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -111,7 +128,7 @@ impl RadiusClient {
                         Ok(text) => text,
                         Err(error) if attempt < policy.attempts => {
                             tracing::debug!(%what, attempt, %error, "reading Radius' answer failed; retrying");
-                            sleep_jittered(&mut delay, policy).await;
+                            sleep(backoff.next()).await;
                             continue;
                         }
                         Err(error) => {
@@ -162,17 +179,16 @@ impl RadiusClient {
             };
             match wait {
                 Some(hint) => tokio::time::sleep(hint).await,
-                None => sleep_jittered(&mut delay, policy).await,
+                None => sleep(backoff.next()).await,
             }
         }
     }
 }
 
-/// Sleep a random time in [delay/2, delay], then double `delay` up to the cap.
-async fn sleep_jittered(delay: &mut Duration, policy: &RetryPolicy) {
-    let factor: f64 = rand::random_range(0.5..=1.0);
-    tokio::time::sleep(delay.mul_f64(factor)).await;
-    *delay = (*delay * 2).min(policy.max_delay);
+/// Sleep the backoff's next delay (it has no last one: the attempts are
+/// counted here).
+async fn sleep(delay: Option<Duration>) {
+    tokio::time::sleep(delay.unwrap_or_default()).await;
 }
 
 fn describe(error: &reqwest::Error) -> String {
@@ -181,4 +197,43 @@ fn describe(error: &reqwest::Error) -> String {
         text.push_str(" (timed out)");
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_sleep_half_to_all_of_a_step_of_200_ms_doubling_to_5_s() {
+        let steps_ms = [200, 400, 800, 1600, 3200, 5000, 5000, 5000];
+        for _ in 0..50 {
+            let mut backoff = RetryPolicy::default().backoff();
+            for step in steps_ms {
+                let step = Duration::from_millis(step);
+                let sleep = backoff.next().expect("no last delay");
+                assert!(
+                    sleep >= step / 2 - Duration::from_micros(1) && sleep <= step,
+                    "{sleep:?} outside 50-100 % of {step:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_policy_s_own_delays_are_kept() {
+        let policy = RetryPolicy {
+            base_delay: Duration::from_millis(20),
+            max_delay: Duration::from_millis(100),
+            ..RetryPolicy::default()
+        };
+        let mut backoff = policy.backoff();
+        for step in [20, 40, 80, 100, 100] {
+            let step = Duration::from_millis(step);
+            let sleep = backoff.next().expect("no last delay");
+            assert!(
+                sleep >= step / 2 - Duration::from_micros(1) && sleep <= step,
+                "{sleep:?} outside 50-100 % of {step:?}"
+            );
+        }
+    }
 }
