@@ -1,6 +1,7 @@
 //! The kinds the server serves: built-ins the product touches, plus every
 //! custom resource as soon as its CustomResourceDefinition is stored.
 
+use jsonpath_rust::parser::model::JpQuery;
 use serde_json::{Value, json};
 
 /// One served resource type (one version of it).
@@ -244,7 +245,7 @@ fn printer_column_problems(versions: &[Value]) -> Vec<(String, String)> {
                     "Invalid value: \"{path}\": must be a simple json path starting with ."
                 ))
             } else {
-                crate::table::parse_path(path)
+                parse_path(path)
                     .err()
                     .map(|error| format!("Invalid value: \"{path}\": {error}"))
             };
@@ -252,6 +253,17 @@ fn printer_column_problems(versions: &[Value]) -> Vec<(String, String)> {
         }
     }
     problems
+}
+
+/// A printer column's `jsonPath` (`.status.phase`, as the CRD writes it,
+/// relative to the object) as a query from the root.
+pub fn parse_path(path: &str) -> Result<JpQuery, String> {
+    let rooted = if path.starts_with('$') {
+        path.to_string()
+    } else {
+        format!("${path}")
+    };
+    jsonpath_rust::parser::parse_json_path(&rooted).map_err(|error| error.to_string())
 }
 
 /// True for `events.k8s.io/v1` Events: the same objects as core/v1 Events

@@ -13,7 +13,7 @@
 use jsonpath_rust::parser::model::JpQuery;
 use serde_json::{Value, json};
 
-use crate::kinds::Kind;
+use crate::kinds::{Kind, parse_path};
 
 /// What the client asked to get back in each row's `object`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,17 +257,6 @@ fn typed(kind: &str, value: &Value, now: chrono::DateTime<chrono::Utc>) -> Value
             other => json!(other.to_string()),
         },
     }
-}
-
-/// A printer column's `jsonPath` (`.status.phase`, as the CRD writes it,
-/// relative to the object) as a query from the root.
-pub fn parse_path(path: &str) -> Result<JpQuery, String> {
-    let rooted = if path.starts_with('$') {
-        path.to_string()
-    } else {
-        format!("${path}")
-    };
-    jsonpath_rust::parser::parse_json_path(&rooted).map_err(|error| error.to_string())
 }
 
 /// The first value `path` finds in `object`, as the real server takes it
