@@ -6,16 +6,12 @@
 //! know), and an API server running Radius's CRDs prunes the field. So each
 //! list is also kept in the template's `radwasm.io/deployments` annotation,
 //! which neither touches: written ahead of every deployment (with the
-//! finalizer, for a template's first), and again when a record is deleted.
+//! finalizer, for a template's first), and again when a record is deleted
+//! (`writes::write_deployment_records`).
 //! The policy is shown both lists, merged.
 
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
-use serde_json::json;
 
-use super::object::key;
-use super::writes::{Finalizer, api, send_write};
-use super::{Context, Error};
 use crate::crd::DeploymentTemplate;
 
 /// The annotation that keeps a template's deployment records: a JSON array
@@ -74,50 +70,10 @@ pub fn annotation_value(ids: &[String]) -> String {
     serde_json::Value::from(ids.to_vec()).to_string()
 }
 
-/// Write `ids` to the annotation, with `version` as the precondition if
-/// given (ahead of a deployment: the decision stands on that version).
-pub async fn write(
-    ctx: &Context,
-    template: &DeploymentTemplate,
-    version: Option<&str>,
-    ids: &[String],
-) -> Result<Finalizer, Error> {
-    let mut annotations = serde_json::Map::new();
-    annotations.insert(ANNOTATION.to_string(), annotation_value(ids).into());
-    let mut metadata = json!({ "annotations": annotations });
-    if let Some(version) = version {
-        metadata["resourceVersion"] = json!(version);
-    }
-    let patch = json!({ "metadata": metadata });
-    let name = template.name_any();
-    match send_write(ctx, &api(ctx, template), |request| {
-        request.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-    })
-    .await
-    {
-        Ok(written) => {
-            super::writes::remember(
-                &ctx.memory,
-                &key(template),
-                &template.metadata,
-                version,
-                &written,
-            );
-            Ok(Finalizer::Written(written.resource_version))
-        }
-        Err(kube::Error::Api(response)) if response.code == 409 || response.code == 404 => {
-            Ok(Finalizer::ObjectMoved)
-        }
-        Err(source) => Err(Error::Kube {
-            what: "record deployments",
-            source,
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn template(annotation: Option<&str>, status: &[&str]) -> DeploymentTemplate {
         let mut template: DeploymentTemplate = serde_json::from_value(json!({

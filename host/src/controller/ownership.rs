@@ -178,7 +178,17 @@ pub async fn warn_if_not_an_output(ctx: &Context, resource: &DeploymentResource)
         reason: NOT_A_TEMPLATE_OUTPUT.to_string(),
         message,
     };
-    super::execute::emit(ctx, resource, &event).await;
+    super::events::emit(ctx, resource, &event).await;
+}
+
+/// A label value of at most 63 characters that ends as labels must.
+pub(crate) fn truncate_label(value: &str) -> String {
+    value
+        .chars()
+        .take(63)
+        .collect::<String>()
+        .trim_end_matches(['-', '.', '_'])
+        .to_string()
 }
 
 #[cfg(test)]

@@ -80,7 +80,7 @@ pub async fn mark_before_replacing(
     if marked.is_empty() {
         return Ok(());
     }
-    let name = super::execute::truncate_label(&template.name_any());
+    let name = super::ownership::truncate_label(&template.name_any());
     let patch = json!({"metadata": {"labels": {
         OWNER_UID_LABEL: uid,
         OWNER_NAME_LABEL: name,

@@ -11,6 +11,9 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use crate::crd::DeploymentTemplate;
+
+use super::deployment_records;
 use super::memory::ObjectMemory;
 use super::object::{Reconciled, key};
 use super::status::StatusPatch;
@@ -231,4 +234,49 @@ async fn patch_status<K: Reconciled>(
         &written,
     );
     Ok(())
+}
+
+/// Write `ids` to a template's deployment records annotation
+/// (`deployment_records`), with `version` as the precondition if
+/// given (ahead of a deployment: the decision stands on that version).
+pub async fn write_deployment_records(
+    ctx: &Context,
+    template: &DeploymentTemplate,
+    version: Option<&str>,
+    ids: &[String],
+) -> Result<Finalizer, Error> {
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(
+        deployment_records::ANNOTATION.to_string(),
+        deployment_records::annotation_value(ids).into(),
+    );
+    let mut metadata = json!({ "annotations": annotations });
+    if let Some(version) = version {
+        metadata["resourceVersion"] = json!(version);
+    }
+    let patch = json!({ "metadata": metadata });
+    let name = template.name_any();
+    match send_write(ctx, &api(ctx, template), |request| {
+        request.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+    })
+    .await
+    {
+        Ok(written) => {
+            remember(
+                &ctx.memory,
+                &key(template),
+                &template.metadata,
+                version,
+                &written,
+            );
+            Ok(Finalizer::Written(written.resource_version))
+        }
+        Err(kube::Error::Api(response)) if response.code == 409 || response.code == 404 => {
+            Ok(Finalizer::ObjectMoved)
+        }
+        Err(source) => Err(Error::Kube {
+            what: "record deployments",
+            source,
+        }),
+    }
 }

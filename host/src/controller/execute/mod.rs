@@ -21,19 +21,17 @@ use super::deployment_records;
 use super::memory::add_tallies;
 use super::object::{Executed, Reconciled, key};
 use super::status::{Current, StatusPatch};
-use super::writes::{Finalizer, set_finalizer, write_status};
+use super::writes::{Finalizer, set_finalizer, write_deployment_records, write_status};
 use super::{Context, Error};
 use crate::crd::{DeploymentResource, DeploymentTemplate, FailedRequest, PolicyRef};
 use crate::policy::LoadedPolicy;
 use crate::radius::RadiusError;
 
 mod deployment;
-mod events;
 mod resources;
 
+pub use super::events::emit;
 use deployment::{Deployment, Started, delete_deployment, deployment_id, start_deployment};
-pub use events::emit;
-pub(crate) use resources::truncate_label;
 use resources::{
     create_resource, delete_resource, detach_resource, record_tally, start_radius_delete,
 };
@@ -129,7 +127,7 @@ pub async fn template_plan(
                 if !holds {
                     // Recorded where no other controller's status write
                     // reaches, before it is sent.
-                    match deployment_records::write(ctx, object, version.as_deref(), &ids).await? {
+                    match write_deployment_records(ctx, object, version.as_deref(), &ids).await? {
                         Finalizer::Written(written) => version = written.or(version),
                         Finalizer::AsAsked => {}
                         Finalizer::ObjectMoved => return Ok(executed.object_moved()),
@@ -196,7 +194,7 @@ pub async fn template_plan(
     );
     if records_dropped && !finalizer_removed && !annotation_holds {
         // Not ahead of anything: a record left listed is only deleted again.
-        if deployment_records::write(ctx, object, None, &deployments).await?
+        if write_deployment_records(ctx, object, None, &deployments).await?
             == Finalizer::ObjectMoved
         {
             return Ok(executed.object_moved());

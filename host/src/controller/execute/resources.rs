@@ -11,6 +11,7 @@ use kube::{Resource, ResourceExt};
 use radwasm_policy_model::{self as model, RESOURCE_FINALIZER};
 
 use crate::controller::object::key;
+use crate::controller::ownership::truncate_label;
 use crate::controller::writes::send_write;
 use crate::controller::{Context, Error, OWNER_NAME_LABEL, OWNER_UID_LABEL};
 use crate::crd::{
@@ -296,14 +297,4 @@ pub(super) async fn start_radius_delete(
         resume_token: token.encode(),
         operation_kind: "DELETE".to_string(),
     }))
-}
-
-/// A label value of at most 63 characters that ends as labels must.
-pub(crate) fn truncate_label(value: &str) -> String {
-    value
-        .chars()
-        .take(63)
-        .collect::<String>()
-        .trim_end_matches(['-', '.', '_'])
-        .to_string()
 }
