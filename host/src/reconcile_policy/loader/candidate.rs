@@ -7,24 +7,18 @@ use kube::ResourceExt;
 use radwasm_policy_model::cases;
 use sha2::{Digest, Sha256};
 
-use crate::policy::source::{SecretRef, Source, SourceError, SourceErrorKind};
+use crate::policy::source::{SecretRef, Source};
 use crate::policy::{self, LoadError, LoadedPolicy};
 use crate::reconcile_policy::crd::{PolicyModule, ReconcilePolicy, ReconcilePolicySpec};
 use crate::reconcile_policy::registry::{Active, Problem};
 
+use super::refusal::{fetch_problem, problem};
 use super::{Loader, trust};
 
 pub(super) enum Candidate {
     /// The loaded version is exactly this candidate.
     Unchanged,
     Loaded(Active),
-}
-
-pub(super) fn problem(reason: &'static str, message: impl Into<String>) -> Problem {
-    Problem {
-        reason,
-        message: message.into(),
-    }
 }
 
 /// Fetch, check, compile and test the policy's module as its spec says now.
@@ -296,19 +290,6 @@ pub(super) fn check_oci_digest(digest: &str) -> Result<(), String> {
         Err(format!(
             "OCI digest {digest:?} is not sha256: followed by 64 hex digits"
         ))
-    }
-}
-
-/// A refused fetch: `DigestMismatch` if a registry's bytes are not the ones
-/// its digests name, else `FetchFailed` (retried with backoff).
-pub(super) fn fetch_problem(error: SourceError) -> Problem {
-    match error.kind {
-        SourceErrorKind::DigestMismatch => {
-            problem("DigestMismatch", format!("{error}; not loaded"))
-        }
-        SourceErrorKind::Unavailable | SourceErrorKind::TooLarge => {
-            problem("FetchFailed", error.to_string())
-        }
     }
 }
 

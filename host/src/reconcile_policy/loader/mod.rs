@@ -38,6 +38,7 @@ use crate::policy::{Fetcher, PolicyEngine};
 use crate::runner::{self, objects};
 
 mod candidate;
+mod refusal;
 mod revocation;
 mod status;
 mod trust;

@@ -17,7 +17,7 @@ use crate::reconcile_policy::crd::ReconcilePolicy;
 use crate::reconcile_policy::registry::{Entry, Problem, TrustBasis};
 
 use super::Loader;
-use super::candidate::problem;
+use super::refusal::problem;
 use super::trust::{Trusted, count, read_trusted};
 
 /// What `policy`'s running version is verified under once its spec's

@@ -16,7 +16,7 @@ use crate::reconcile_policy::crd::{PolicyVerify, ReconcilePolicy};
 use crate::reconcile_policy::registry::Problem;
 
 use super::Loader;
-use super::candidate::{fetch_problem, problem};
+use super::refusal::{fetch_problem, problem};
 
 /// Count one check of `policy`'s module.
 pub(super) fn count(loader: &Loader, policy: &ReconcilePolicy, result: &'static str) {
