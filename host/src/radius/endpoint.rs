@@ -6,6 +6,7 @@ use base64::Engine;
 use secrecy::ExposeSecret;
 
 use super::RadiusError;
+use super::error::{arm_error, one_line};
 
 /// The aggregated API path under which the API server proxies UCP.
 pub const AGGREGATED_PATH: &str = "/apis/api.ucp.dev/v1alpha3";
@@ -146,6 +147,36 @@ fn pem_from(
     }
 }
 
+/// Longest part of an unexpected answer's body kept in a message.
+const BODY_CHARS: usize = 300;
+
+/// An error for a non-success answer from `endpoint`: the ARM error if the
+/// body is one, else one naming the endpoint, with the body on one line.
+pub(crate) fn from_status(status: u16, what: &str, body: &str, endpoint: &Endpoint) -> RadiusError {
+    arm_error(status, body).unwrap_or_else(|| {
+        // The API server answers a path no APIService serves with a plain
+        // "404 page not found": Radius is not installed (or not registered)
+        // behind the aggregated path.
+        let hint = if status == 404 && endpoint.aggregated {
+            format!(
+                ". No Radius API is registered at {} (the API server's aggregated path, where \
+                 Radius installs UCP): install Radius, or point the controller at Radius with \
+                 --radius-url (chart value radius.url)",
+                endpoint.base
+            )
+        } else {
+            String::new()
+        };
+        RadiusError::UnexpectedStatus {
+            status,
+            what: what.to_string(),
+            endpoint: endpoint.base.clone(),
+            body: one_line(body, BODY_CHARS),
+            hint,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,5 +203,43 @@ mod tests {
             "https://10.0.0.1:6443/apis/api.ucp.dev/v1alpha3"
         );
         assert_eq!(endpoint.bearer.as_deref(), Some("s3cret"));
+    }
+
+    #[test]
+    fn an_answer_that_is_no_arm_error_is_unexpected_and_transient_if_5xx() {
+        let direct = Endpoint::direct("http://127.0.0.1:7443").expect("endpoint");
+        assert!(from_status(503, "GET x", "<html>", &direct).is_transient());
+        assert!(matches!(
+            from_status(502, "GET x", "oops", &direct),
+            RadiusError::UnexpectedStatus { status: 502, .. }
+        ));
+    }
+
+    #[test]
+    fn a_404_from_the_aggregated_path_names_the_endpoint_and_how_to_change_it() {
+        let mut config = kube::Config::new("https://10.0.0.1:6443".parse().expect("uri"));
+        config.auth_info.token = Some("t".to_string().into());
+        let aggregated = Endpoint::aggregated(&config).expect("aggregated");
+        let error = from_status(
+            404,
+            "PUT resource group /planes/radius/local/resourceGroups/default",
+            "404 page not found\n",
+            &aggregated,
+        );
+        assert_eq!(
+            error.to_string(),
+            "Radius at https://10.0.0.1:6443/apis/api.ucp.dev/v1alpha3 answered 404 to PUT resource group \
+             /planes/radius/local/resourceGroups/default: 404 page not found. No Radius API is \
+             registered at https://10.0.0.1:6443/apis/api.ucp.dev/v1alpha3 (the API server's \
+             aggregated path, where Radius installs UCP): install Radius, or point the controller \
+             at Radius with --radius-url (chart value radius.url)"
+        );
+        // A direct URL gets no such hint: the 404 is that server's own.
+        let direct = Endpoint::direct("http://radius.example:7443/").expect("endpoint");
+        let error = from_status(404, "PUT resource group g", "nothing\r\nhere\n", &direct);
+        assert_eq!(
+            error.to_string(),
+            "Radius at http://radius.example:7443 answered 404 to PUT resource group g: nothing here"
+        );
     }
 }

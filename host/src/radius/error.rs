@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use super::Endpoint;
-
 /// What went wrong talking to Radius.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RadiusError {
@@ -148,36 +146,6 @@ fn append_details(error: &serde_json::Value, message: &mut String, depth: usize)
     }
 }
 
-/// Longest part of an unexpected answer's body kept in a message.
-const BODY_CHARS: usize = 300;
-
-/// An error for a non-success answer from `endpoint`: the ARM error if the
-/// body is one, else one naming the endpoint, with the body on one line.
-pub(crate) fn from_status(status: u16, what: &str, body: &str, endpoint: &Endpoint) -> RadiusError {
-    arm_error(status, body).unwrap_or_else(|| {
-        // The API server answers a path no APIService serves with a plain
-        // "404 page not found": Radius is not installed (or not registered)
-        // behind the aggregated path.
-        let hint = if status == 404 && endpoint.aggregated {
-            format!(
-                ". No Radius API is registered at {} (the API server's aggregated path, where \
-                 Radius installs UCP): install Radius, or point the controller at Radius with \
-                 --radius-url (chart value radius.url)",
-                endpoint.base
-            )
-        } else {
-            String::new()
-        };
-        RadiusError::UnexpectedStatus {
-            status,
-            what: what.to_string(),
-            endpoint: endpoint.base.clone(),
-            body: one_line(body, BODY_CHARS),
-            hint,
-        }
-    })
-}
-
 /// `text` fit for a one-line message: whitespace runs (line breaks
 /// included) become one space, control characters are dropped, the ends
 /// trimmed, and at most `max` characters kept (an ellipsis marks a cut).
@@ -211,40 +179,6 @@ mod tests {
             "Radius answered 400 DeploymentFailed: At least one resource deployment operation failed.; BadRequest: container image is required"
         );
         assert!(!error.is_transient());
-        let direct = Endpoint::direct("http://127.0.0.1:7443").expect("endpoint");
-        assert!(from_status(503, "GET x", "<html>", &direct).is_transient());
-        assert!(matches!(
-            from_status(502, "GET x", "oops", &direct),
-            RadiusError::UnexpectedStatus { status: 502, .. }
-        ));
-    }
-
-    #[test]
-    fn a_404_from_the_aggregated_path_names_the_endpoint_and_how_to_change_it() {
-        let mut config = kube::Config::new("https://10.0.0.1:6443".parse().expect("uri"));
-        config.auth_info.token = Some("t".to_string().into());
-        let aggregated = Endpoint::aggregated(&config).expect("aggregated");
-        let error = from_status(
-            404,
-            "PUT resource group /planes/radius/local/resourceGroups/default",
-            "404 page not found\n",
-            &aggregated,
-        );
-        assert_eq!(
-            error.to_string(),
-            "Radius at https://10.0.0.1:6443/apis/api.ucp.dev/v1alpha3 answered 404 to PUT resource group \
-             /planes/radius/local/resourceGroups/default: 404 page not found. No Radius API is \
-             registered at https://10.0.0.1:6443/apis/api.ucp.dev/v1alpha3 (the API server's \
-             aggregated path, where Radius installs UCP): install Radius, or point the controller \
-             at Radius with --radius-url (chart value radius.url)"
-        );
-        // A direct URL gets no such hint: the 404 is that server's own.
-        let direct = Endpoint::direct("http://radius.example:7443/").expect("endpoint");
-        let error = from_status(404, "PUT resource group g", "nothing\r\nhere\n", &direct);
-        assert_eq!(
-            error.to_string(),
-            "Radius at http://radius.example:7443 answered 404 to PUT resource group g: nothing here"
-        );
     }
 
     #[test]

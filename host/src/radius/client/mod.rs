@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::endpoint::AGGREGATED_PATH;
-use super::error::{self, RadiusError};
+use super::endpoint::{self, AGGREGATED_PATH};
+use super::error::RadiusError;
 use super::operation::{OperationKind, ResumeToken};
 use super::{DEPLOYMENT_API_VERSION, Endpoint, RESOURCE_API_VERSION};
 use radwasm_policy_model::scope::{Scope, parse_resource_id};
@@ -343,7 +343,7 @@ impl RadiusClient {
     /// The error for an answer `status` that `what` did not expect: the ARM
     /// error if the body is one, else one naming this client's endpoint.
     fn unexpected(&self, status: u16, what: &str, body: &str) -> RadiusError {
-        error::from_status(status, what, body, &self.endpoint)
+        endpoint::from_status(status, what, body, &self.endpoint)
     }
 
     /// Ask Radius for the resource groups of the `local` plane, only to
