@@ -129,7 +129,12 @@ pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
 /// `radwasm policy verify <oci-ref> --key <file>...`.
 pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     if !args.certificate.certificate_roots.is_empty() {
-        return super::policy_verify_certificate::verify(args);
+        return super::policy_verify_certificate::verify(
+            &args.reference,
+            &args.certificate,
+            args.annotations,
+            &args.registry,
+        );
     }
     let options = args.registry.options()?;
     let mut keys = Vec::new();

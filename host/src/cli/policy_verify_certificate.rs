@@ -13,8 +13,7 @@ use std::time::SystemTime;
 use anyhow::Context;
 use clap::Args;
 
-use super::policy_oci::{runtime, with_reference};
-use super::policy_sign::VerifyArgs;
+use super::policy_oci::{RegistryArgs, runtime, with_reference};
 use crate::policy::source::oci;
 use crate::policy::trust::certificate::{self, CertificateTrust, Identity, Matcher, Roots};
 use crate::policy::trust::{self, Claims};
@@ -83,23 +82,31 @@ impl CertificateArgs {
     }
 }
 
-/// `radwasm policy verify <oci-ref> --certificate-roots FILE …`.
-pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    if super::policy_sign_blob::is_file(&args.reference) {
+/// `radwasm policy verify <oci-ref> --certificate-roots FILE …`: the
+/// `reference` with the certificate options, the required `annotations` and
+/// the registry options of the command line.
+pub fn verify(
+    reference: &str,
+    certificate: &CertificateArgs,
+    annotations: Vec<(String, String)>,
+    registry: &RegistryArgs,
+) -> anyhow::Result<ExitCode> {
+    if super::policy_sign_blob::is_file(reference) {
         anyhow::bail!(
             "--certificate-roots applies to OCI artifacts: a module file's signature (a blob \
              signature) carries no certificate; verify it with --key"
         );
     }
-    let trust = args.certificate.trust()?;
-    let options = args.registry.options()?;
+    let trust = certificate.trust()?;
+    let options = registry.options()?;
     let runtime = runtime()?;
     let pulled = runtime
-        .block_on(oci::pull(&args.reference, &options))
+        .block_on(oci::pull(reference, &options))
         .map_err(|error| match error {
-            oci::OciError::DigestMismatch { .. } => anyhow::Error::new(error)
-                .context(format!("refused (DigestMismatch): {}", args.reference)),
-            other => with_reference(other, &args.reference),
+            oci::OciError::DigestMismatch { .. } => {
+                anyhow::Error::new(error).context(format!("refused (DigestMismatch): {reference}"))
+            }
+            other => with_reference(other, reference),
         })?;
     let layers = runtime
         .block_on(oci::certified_signatures(
@@ -107,9 +114,9 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             &pulled.digest,
             &options,
         ))
-        .map_err(|error| with_reference(error, &args.reference))
+        .map_err(|error| with_reference(error, reference))
         .context("reading the signatures")?;
-    let annotations: BTreeMap<String, String> = args.annotations.into_iter().collect();
+    let annotations: BTreeMap<String, String> = annotations.into_iter().collect();
     let claims = Claims {
         digest: &pulled.digest,
         repository: pulled
