@@ -27,7 +27,6 @@ use serde_json::{Value, json};
 
 use crate::arm::EvaluatedResource;
 use crate::error::{ArmError, codes};
-use crate::server::App;
 
 /// The api-version resources are PUT with when the template names none.
 const DEFAULT_RESOURCE_API_VERSION: &str = "2023-10-01-preview";
@@ -334,27 +333,25 @@ fn ended(state: &str, body: &Value, id: &str) -> Option<Result<(), ArmError>> {
     None
 }
 
-/// Run one accepted deployment through the backend and record how it ended.
+/// Run one accepted deployment through `backend` and hand how it ended to
+/// `finish`: after the simulator's deploy duration (`deploy`), each planned
+/// resource in turn, unless `canceled` says the operation stopped running.
 pub(crate) async fn run(
-    app: App,
-    key: String,
-    operation: String,
+    backend: std::sync::Arc<Backend>,
     planned: Vec<EvaluatedResource>,
     failure: Option<ArmError>,
+    deploy: Duration,
+    canceled: impl Fn() -> bool,
+    finish: impl FnOnce(Result<Vec<String>, ArmError>),
 ) {
-    let Some(backend) = app.engine.clone() else {
-        return;
-    };
-    let canceled = || !app.lock().engine_operation_running(&operation);
     // The engine's own share of a deployment (the real one takes seconds
     // before its first resource PUT): the simulator's deploy duration.
-    tokio::time::sleep(app.faults.timings().deploy).await;
+    tokio::time::sleep(deploy).await;
     let outcome = match failure {
         Some(error) => Err(error),
         None => backend.apply(&planned, canceled).await,
     };
-    app.lock()
-        .finish_engine_deployment(&key, &operation, outcome);
+    finish(outcome);
 }
 
 #[cfg(test)]

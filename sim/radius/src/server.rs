@@ -692,13 +692,20 @@ impl Ucp<'_> {
             pending_failure,
         };
         let answer = deployment.body(true);
-        if engine {
+        if engine && let Some(backend) = self.app.engine.clone() {
+            let (app, finished) = (self.app.clone(), self.app.clone());
+            let (key, operation, running) = (key.clone(), op.id.clone(), op.id.clone());
             tokio::spawn(crate::engine::run(
-                self.app.clone(),
-                key.clone(),
-                op.id.clone(),
+                backend,
                 deployment.planned.clone(),
                 deployment.pending_failure.clone(),
+                timings.deploy,
+                move || !app.lock().engine_operation_running(&running),
+                move |outcome| {
+                    finished
+                        .lock()
+                        .finish_engine_deployment(&key, &operation, outcome)
+                },
             ));
         }
         store.deployments.insert(key, deployment);
