@@ -18,6 +18,31 @@
 //! compiled again, never run. Nothing about the cache can fail a load: a
 //! directory that cannot be read or written is warned about and the
 //! component compiled as if there were none.
+//!
+//! Why not wasmtime's own cache (`Config::cache`, the `cache` feature, on
+//! by default), which also keeps compiled code on disk by a hash of the
+//! bytes and the engine's settings: measured on the same components
+//! (`benches/compile_cache.rs`, `docs/benchmarks-policy-activation.md`,
+//! "The compile cache against wasmtime's"), it falls short on what this
+//! file is for:
+//!
+//! - it has no memory cache: the same bytes loaded again in the same
+//!   process are read and decompressed from disk again (122 ms for an
+//!   interpreted guest, against a clone of the component here);
+//! - it keeps artifacts compressed and copies each one into fresh memory on
+//!   a hit (130 ms for the same guest after a restart, against 31 ms to
+//!   check and map it here);
+//! - it keeps no checksum: an artifact with a byte flipped loaded as a hit,
+//!   its native code run as read, where this cache compiles it again;
+//! - it evicts from a background worker at most once an hour, with soft
+//!   limits, and counts only total hits and misses, so neither the bounds
+//!   (`--compile-cache-max-mib`, 32 entries, enforced at every store) nor
+//!   `radwasm_policy_loads_total{outcome}` and the per-load log line could
+//!   be kept on top of it.
+//!
+//! So wasmtime's cache stays off (the engine never sets `Config::cache`).
+//! Neither cache stops someone who can write the directory: under `run
+//! --require-signatures` no disk cache is used at all (`cli/run.rs`).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
