@@ -475,10 +475,6 @@ fn config_map_component(
     Err(unavailable(what, "no such key in binaryData"))
 }
 
-/// The one walker over an error's causes, here for the registry reads of
-/// [`oci`].
-pub(crate) use crate::error_chain::causes;
-
 async fn fetch_url(fetcher: &Fetcher, url: &str) -> Result<Fetched, SourceError> {
     let what = format!("GET {url}");
     let failed = |error: reqwest::Error| unavailable(&what, crate::error_chain::joined(&error));

@@ -106,7 +106,7 @@ impl Reader<'_> {
         };
         let transfer = |error: reqwest::Error| {
             self.failed(OciDistributionError::IoError(std::io::Error::other(
-                super::super::causes(&error).join(": "),
+                crate::error_chain::joined(&error),
             )))
         };
         let response = request.send().await.map_err(transfer)?;
