@@ -146,7 +146,7 @@ impl<T: Clone + Eq + Hash> Queue<T> {
 /// it when its turn comes (an object gone from the cache by then is
 /// skipped) and how long it waited for a slot; it answers when to look
 /// again. `concurrency` 0 means no limit.
-pub async fn run<K, F, Fut>(
+pub async fn run_queue<K, F, Fut>(
     triggers: impl Stream<Item = ObjectRef<K>>,
     store: Store<K>,
     concurrency: u16,

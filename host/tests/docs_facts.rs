@@ -30,6 +30,11 @@
 //!    word, from the repository root, or under `host/` for an indented
 //!    line. The crate map in `host/src/lib.rs` links every module the crate
 //!    declares.
+//! 6. **The reconcile path's names.** The glossary in `docs/architecture.md`
+//!    names the functions of the reconcile path, each in backticks followed
+//!    by its file in backticks; each file defines that function, and no two
+//!    of those files define a function called `run`, so the names say what
+//!    each one runs.
 
 use std::collections::HashMap;
 use std::fs;
@@ -479,5 +484,48 @@ fn the_maps_of_the_code_name_what_exists() {
     assert!(
         unmapped.is_empty(),
         "host/src/lib.rs's crate map does not name the modules {unmapped:?}"
+    );
+}
+
+#[test]
+fn the_glossary_names_the_functions_of_the_reconcile_path_as_the_code_does() {
+    let architecture = read(Path::new("docs/architecture.md"));
+    let glossary = architecture
+        .split_once("\n## Glossary\n")
+        .map(|(_, rest)| rest.split("\n## ").next().unwrap_or(rest))
+        .expect("docs/architecture.md has a \"Glossary\" section");
+    let path = glossary
+        .split("\n\n")
+        .find(|paragraph| paragraph.starts_with("The reconcile path"))
+        .expect("the glossary has a paragraph on the reconcile path");
+    let quoted: Vec<&str> = path.split('`').skip(1).step_by(2).collect();
+    let mut named = Vec::new();
+    for pair in quoted.windows(2) {
+        if pair[1].starts_with("host/") && pair[1].ends_with(".rs") {
+            let function = pair[0].rsplit("::").next().unwrap_or(pair[0]);
+            named.push((function.to_string(), pair[1].to_string()));
+        }
+    }
+    assert!(named.len() >= 5, "read only {named:?}");
+    let mut wrong = Vec::new();
+    let mut runs = Vec::new();
+    for (function, file) in &named {
+        let code = read(Path::new(file));
+        let defines = |name: &str| {
+            [format!("fn {name}("), format!("fn {name}<")]
+                .iter()
+                .any(|signature| code.contains(signature.as_str()))
+        };
+        if !defines(function) {
+            wrong.push(format!("{file} defines no `fn {function}`"));
+        }
+        if defines("run") && !runs.contains(file) {
+            runs.push(file.clone());
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(
+        runs.len() <= 1,
+        "more than one file on the reconcile path defines a `run`: {runs:?}"
     );
 }

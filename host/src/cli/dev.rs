@@ -131,7 +131,7 @@ async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         host.policy.current().display_name(),
         host.policy.current().digest()
     );
-    let controllers = tokio::spawn(host.run(
+    let controllers = tokio::spawn(host.run_until_shutdown(
         shutdown.clone(),
         crate::metrics::Readiness::default(),
         std::future::ready(true),

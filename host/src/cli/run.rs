@@ -183,7 +183,7 @@ pub fn metrics_and_records(args: &ControllerArgs) -> anyhow::Result<(Arc<Metrics
 }
 
 /// The controller host, its policy loaded and its clients built by
-/// [`ControllerHost::new`]: [`ControllerHost::run`] runs it until shutdown.
+/// [`ControllerHost::new`]: [`ControllerHost::run_until_shutdown`] runs it until shutdown.
 pub struct ControllerHost {
     pub policy: PolicySlot,
     engine: PolicyEngine,
@@ -337,7 +337,7 @@ impl ControllerHost {
     /// `ReconcilePolicy` loader, the policy file watch) waits for `leading`
     /// to answer true (with leader election: this process leads), and
     /// never starts if it answers false.
-    pub async fn run(
+    pub async fn run_until_shutdown(
         self,
         shutdown: CancellationToken,
         readiness: Readiness,
@@ -359,7 +359,7 @@ impl ControllerHost {
         // spawn then starts on the worker that spawned it, instead of waking
         // a worker from another thread. About a tenth less CPU when it was
         // measured (in the history of docs/benchmarks.md).
-        let controllers = tokio::spawn(controller::run(
+        let controllers = tokio::spawn(controller::run_controllers(
             self.ctx.clone(),
             self.options.clone(),
             shutdown.clone(),
@@ -427,7 +427,10 @@ impl ControllerHost {
                         ctx.metrics.clone(),
                     )
                     .with_label_selector(self.policy_label_selector.clone());
-                tokio::spawn(loader::run(Arc::new(loader), shutdown.clone()));
+                tokio::spawn(loader::run_policy_loader(
+                    Arc::new(loader),
+                    shutdown.clone(),
+                ));
             }
             Err(error) => tracing::error!(%error, "the ReconcilePolicy controller could not start"),
         }
@@ -509,7 +512,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         host.check_radius(&shutdown);
         if !args.leader_elect {
             // Ready once the controllers' caches have synced.
-            host.run(shutdown, readiness, std::future::ready(true))
+            host.run_until_shutdown(shutdown, readiness, std::future::ready(true))
                 .await;
             return anyhow::Ok(ExitCode::SUCCESS);
         }
@@ -528,12 +531,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         // Reconciling stops on shutdown or the moment leadership is lost.
         let stop = shutdown.child_token();
         let (leads, leading) = tokio::sync::oneshot::channel::<()>();
-        let controllers =
-            tokio::spawn(host.run(
-                stop.clone(),
-                readiness,
-                async move { leading.await.is_ok() },
-            ));
+        let controllers = tokio::spawn(host.run_until_shutdown(
+            stop.clone(),
+            readiness,
+            async move { leading.await.is_ok() },
+        ));
         if !elector.acquire(&shutdown).await {
             stop.cancel();
             let _ = controllers.await;

@@ -46,7 +46,7 @@ use crate::radius::RadiusClient;
 use crate::reconcile_policy::PolicyRegistry;
 use memory::ObjectMemory;
 
-pub use watches::{Leading, run};
+pub use watches::{Leading, run_controllers};
 
 /// Label on every `DeploymentResource`: the uid of its owner template, so a
 /// template lists what it owns with one selector.

@@ -188,7 +188,7 @@ impl Leading {
 /// finish first. The watches start at once and `readiness` turns ready once
 /// both caches have synced; reconciles start once `leading` says so (a
 /// standby's caches are warm when it takes over).
-pub async fn run(
+pub async fn run_controllers(
     ctx: Arc<Context>,
     options: Options,
     shutdown: CancellationToken,
@@ -322,7 +322,7 @@ fn reconciles<K: object::Reconciled>(
     ctx: &Arc<Context>,
 ) -> impl std::future::Future<Output = ()> {
     let ctx = ctx.clone();
-    runner::run(
+    runner::run_queue(
         futures::stream::select_all(triggers),
         store,
         options.concurrency,

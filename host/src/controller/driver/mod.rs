@@ -55,7 +55,7 @@ fn fingerprint<K: Resource>(object: &K) -> u64 {
     hasher.finish()
 }
 
-/// Reconcile one object (`crate::runner::run` calls this when its turn comes,
+/// Reconcile one object (`crate::runner::run_queue` calls this when its turn comes,
 /// after `waited` for a slot): one span per reconcile, metrics by kind and
 /// outcome. Answers when to look at the object again: as the plan says, or
 /// after a failed reconcile, 1 s doubling to 60 s per object.
@@ -74,7 +74,9 @@ pub async fn reconcile<K: Reconciled>(
         policy = tracing::field::Empty,
     );
     let started = Instant::now();
-    let result = run(&*object, &ctx, &key).instrument(span).await;
+    let result = decide_and_execute(&*object, &ctx, &key)
+        .instrument(span)
+        .await;
     let outcome = match &result {
         Ok(_) => "ok",
         Err(_) => "error",
@@ -100,7 +102,11 @@ pub async fn reconcile<K: Reconciled>(
     requeue
 }
 
-async fn run<K: Reconciled>(object: &K, ctx: &Context, key: &str) -> Result<Duration, Error> {
+async fn decide_and_execute<K: Reconciled>(
+    object: &K,
+    ctx: &Context,
+    key: &str,
+) -> Result<Duration, Error> {
     if ctx
         .memory
         .versions

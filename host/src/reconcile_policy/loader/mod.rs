@@ -133,7 +133,7 @@ pub async fn crd_installed(client: &Client) -> Result<bool, kube::Error> {
 }
 
 /// Run the policy controller until `shutdown`.
-pub async fn run(loader: Arc<Loader>, shutdown: CancellationToken) {
+pub async fn run_policy_loader(loader: Arc<Loader>, shutdown: CancellationToken) {
     let policies: Api<ReconcilePolicy> = Api::all(loader.client.clone());
     let (store, writer) = reflector::store();
     let registry = loader.registry.clone();
@@ -194,7 +194,7 @@ pub async fn run(loader: Arc<Loader>, shutdown: CancellationToken) {
     // Every replica loads the policies, leader or not: a standby that takes
     // over decides at once with what is loaded. Policies are few, so there
     // is no limit on how many load at once.
-    runner::run(
+    runner::run_queue(
         futures::stream::select(objects(trigger, "ReconcilePolicy watch"), config_maps),
         store,
         0,
