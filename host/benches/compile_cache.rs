@@ -19,6 +19,7 @@
 //! wasmtime's cache in the directory. Figures are in
 //! `docs/benchmarks-policy-activation.md`, "The compile cache against
 //! wasmtime's".
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::path::Path;
 use std::process::{Command, ExitCode};

@@ -55,6 +55,7 @@
 //! 127.0.0.1 and stops with it; the controller is a separate process so its
 //! memory is its own. See `docs/benchmarks-scale.md` for figures and how
 //! the baseline is measured.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

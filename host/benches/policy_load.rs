@@ -12,6 +12,7 @@
 //! `RADWASM_BENCH_BINARY=<path>` measures another build of `radwasm`.
 //! Figures and the components measured are in
 //! `docs/benchmarks-policy-activation.md`, "Loading a policy".
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};

@@ -17,6 +17,7 @@
 //!
 //! Figures are in `docs/benchmarks-policy-activation.md`, "Verifying a
 //! signed policy".
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -16,6 +16,7 @@
 //! the controller sent to UCP (through a recording proxy), and its
 //! duplicate deployments (deployment PUTs beyond one per template).
 //! Figures: `docs/benchmarks-real-radius.md`.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};

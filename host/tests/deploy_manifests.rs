@@ -1,6 +1,7 @@
 //! `deploy/` stays in sync with the code: the CRDs are exactly what
 //! `radwasm crds` generates from the Rust types, the example in Radius's
 //! shape is what `radwasm manifest generate` writes, and every manifest parses.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::path::Path;
 use std::process::Command;

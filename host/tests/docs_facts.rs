@@ -35,6 +35,7 @@
 //!    by its file in backticks; each file defines that function, and no two
 //!    of those files define a function called `run`, so the names say what
 //!    each one runs.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::collections::HashMap;
 use std::fs;

@@ -1,6 +1,7 @@
 //! `radwasm manifest generate` (and `radwasm bicep generate-kubernetes-manifest`)
 //! as a user runs it: the real binary, real files, a PATH with or without a
 //! `bicep`, exit codes and messages.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -6,6 +6,7 @@
 //! The registry must be installed (`apt-get install docker-registry`; CI's
 //! `.ci/run` installs it). Without it these tests fail and say so: they are
 //! never skipped silently.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::net::TcpListener;
 use std::path::Path;

@@ -1,5 +1,6 @@
 //! `radwasm policy ...` as a user runs it: the real binary, real files, exit
 //! codes and messages.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use radwasm_test_support::{output_text as text, repository as repo};
 use std::path::Path;

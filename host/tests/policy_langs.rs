@@ -9,6 +9,7 @@
 //! the npm cache at `target/policy-langs/npm-cache` (under `CARGO_TARGET_DIR`
 //! if set), both kept between runs, so only the first run downloads. If a
 //! tool cannot be installed the test fails and says so: it never skips.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use radwasm_test_support::output_text as text;
 use radwasm_test_support::scaffold::{Scaffold, readme_commands, run};

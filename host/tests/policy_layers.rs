@@ -1,6 +1,7 @@
 //! Layers (contract 0.4): a guest decides over the plan of the policy below
 //! it. Against real guests: the embedded default policy, the Rust
 //! `team-label-layer`, and the default policy as built against contract 0.3.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

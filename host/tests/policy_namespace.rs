@@ -3,6 +3,7 @@
 //! the namespace") against its cases, the guide's Rust block against the
 //! guest that runs it, and guests built against 0.5 (kept in
 //! `tests/fixtures/contract-0.5`) loading and deciding as before.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::path::{Path, PathBuf};
 

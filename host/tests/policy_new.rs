@@ -13,6 +13,7 @@
 //! target directory is `target/scaffold-test` (under `CARGO_TARGET_DIR` if
 //! set), kept between runs, so only the first run compiles the SDK's
 //! dependencies.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use radwasm_test_support::scaffold::readme_commands;
 use radwasm_test_support::{output_text as text, repository as repo};

@@ -2,6 +2,7 @@
 //! default policy's fixture cases through the library's recorder, then
 //! `radwasm policy replay` and `radwasm policy record-to-case` run as the
 //! real binary.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use radwasm_test_support::{output_text as text, repository as repo};
 use std::collections::BTreeSet;

@@ -1,6 +1,7 @@
 //! The policy runtime against real guests: the embedded default policy, the
 //! example guardrail, and a misbehaving guest that loops, allocates without
 //! bound, traps, floods the log and reads the clock.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

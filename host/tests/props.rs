@@ -2,6 +2,7 @@
 //! two manifest shapes turned into one form, text parameter values turned
 //! into their declared types, Go's JSON layout, and the manifest YAML that
 //! `radwasm manifest generate` writes. See docs/reliability.md.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;

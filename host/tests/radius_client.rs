@@ -2,6 +2,7 @@
 //! every path a controller takes (resource group, deployment, polling,
 //! resume tokens, delete, get), the ARM async pattern, the aggregated API
 //! path, and each fault the simulator can inject.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -4,6 +4,7 @@
 //! tests of `radwasm::controller::radius_hash` check radwasm's own
 //! computation against the same file.) Go is needed anyway for the tests on
 //! the real API server.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::path::Path;
 use std::process::Command;

@@ -2,6 +2,7 @@
 //! build (many core instances, large tables), and the compile cache on disk
 //! shared by engines (a restarted controller, the next `radwasm policy`
 //! command).
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,7 @@
 //! End-to-end scenarios: the real `radwasm run` and `radwasm dev` processes
 //! against the embedded API server and the Radius simulator over HTTP
 //! Each scenario starts its own stand-ins so they run in parallel.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 mod churn;
 mod control_plane;

@@ -1,6 +1,7 @@
 //! Conformance against the real kube-rs client: CRUD, the status
 //! subresource, generation, finalizers, owner GC, optimistic concurrency,
 //! paging, selectors, and a watcher that survives dropped watches and 410s.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 //! would. Every kubectl process is killed if it outlives its time bound, so a
 //! broken server fails a test instead of hanging it. Without kubectl on PATH
 //! each test prints why it is skipped and passes.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 mod kubectl_harness;
 

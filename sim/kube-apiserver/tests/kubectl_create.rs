@@ -4,6 +4,7 @@
 //! be what kubectl reads back with `get -o json`: the bytes of a binary
 //! file exactly, and the same object as the JSON manifest kubectl prints
 //! for the same command (`--dry-run=client -o json`) when that is created.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 mod kubectl_harness;
 

@@ -4,6 +4,7 @@
 //! `ReconcilePolicy`'s `READY` column
 //! (`.status.conditions[?(@.type=="Ready")].status`), which once printed
 //! empty while `Ready` was `True`.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 mod kubectl_harness;
 

@@ -12,6 +12,7 @@
 //!
 //! `cargo test` runs a few dozen cases per property (each is several HTTP
 //! requests); set `PROPTEST_CASES` for a long run (docs/reliability.md).
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

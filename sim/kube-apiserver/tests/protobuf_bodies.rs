@@ -3,6 +3,7 @@
 //! Event, DeleteOptions with preconditions; and the bodies and `Accept`
 //! headers the server must refuse, each with a Status naming what is
 //! wrong, the server serving on afterwards.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,5 @@
 //! Each injected fault, as a plain HTTP client observes it.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Every Bicep-compiled fixture in `tests/fixtures/arm-templates`, evaluated
 //! and checked against resource ids worked out by hand from the fixture.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 mod common;
 

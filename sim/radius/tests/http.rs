@@ -1,5 +1,6 @@
 //! The simulator over HTTP, as a Radius client sees it: resource groups,
 //! deployments with the ARM async pattern, resources, and the errors.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 mod common;
 

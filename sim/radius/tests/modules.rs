@@ -2,6 +2,7 @@
 //! (nested `Microsoft.Resources/deployments` with inline templates) evaluated
 //! and deployed through the HTTP API, and the module shapes the simulator
 //! refuses with a 400 naming what it does not support.
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 mod common;
 

@@ -8,6 +8,7 @@
 //! integers, very deep nesting, long chains of variables and references.
 //! `cargo test` runs a few hundred cases; set `PROPTEST_CASES` for a long run
 //! (docs/reliability.md).
+#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
 
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
