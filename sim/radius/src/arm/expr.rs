@@ -10,6 +10,9 @@
 //! string     := "'" ( any character but "'" | "''" )* "'"
 //! ```
 
+use std::iter::Peekable;
+use std::str::CharIndices;
+
 use crate::error::ArmError;
 
 /// A parsed expression.
@@ -125,110 +128,115 @@ struct Token {
     offset: usize,
 }
 
+/// The characters of an expression still to tokenize, with their offsets.
+type Chars<'t> = Peekable<CharIndices<'t>>;
+
 fn tokenize(text: &str) -> Result<Vec<Token>, ArmError> {
     let mut tokens = Vec::new();
     let mut chars = text.char_indices().peekable();
     while let Some(&(offset, c)) = chars.peek() {
-        let single = match c {
-            '(' => Some(TokenKind::LeftParen),
-            ')' => Some(TokenKind::RightParen),
-            '[' => Some(TokenKind::LeftBracket),
-            ']' => Some(TokenKind::RightBracket),
-            ',' => Some(TokenKind::Comma),
-            '.' => Some(TokenKind::Dot),
-            _ => None,
+        let kind = if let Some(kind) = punctuation(c) {
+            chars.next();
+            kind
+        } else if c.is_whitespace() {
+            chars.next();
+            continue;
+        } else if c == '\'' {
+            string_literal(&mut chars, offset)?
+        } else if c.is_ascii_digit() || c == '-' {
+            integer_literal(text, &mut chars, offset)?
+        } else if c.is_alphabetic() || c == '_' || c == '$' {
+            identifier(&mut chars)
+        } else {
+            return Err(ArmError::invalid_template(format!(
+                "unexpected character '{c}' at position {offset}"
+            )));
         };
-        if let Some(kind) = single {
-            chars.next();
-            tokens.push(Token { kind, offset });
-            continue;
-        }
-        if c.is_whitespace() {
-            chars.next();
-            continue;
-        }
-        if c == '\'' {
-            chars.next();
-            let mut value = String::new();
-            let mut closed = false;
-            while let Some((_, c)) = chars.next() {
-                if c == '\'' {
-                    if chars.peek().map(|&(_, next)| next) == Some('\'') {
-                        chars.next();
-                        value.push('\'');
-                    } else {
-                        closed = true;
-                        break;
-                    }
-                } else {
-                    value.push(c);
-                }
-            }
-            if !closed {
-                return Err(ArmError::invalid_template(format!(
-                    "the string starting at position {offset} is not terminated"
-                )));
-            }
-            tokens.push(Token {
-                kind: TokenKind::String(value),
-                offset,
-            });
-            continue;
-        }
-        if c.is_ascii_digit() || c == '-' {
-            let mut digits = String::new();
-            digits.push(c);
-            chars.next();
-            while let Some(&(_, d)) = chars.peek() {
-                if d.is_ascii_digit() {
-                    digits.push(d);
-                    chars.next();
-                } else {
-                    break;
-                }
-            }
-            if chars.peek().map(|&(_, d)| d) == Some('.') && digits != "-" {
-                // `1.5` is not part of the language; `x[0].y` is handled by
-                // the parser because the digit run ends before the dot.
-                let after_dot = text[offset + digits.len() + 1..].chars().next();
-                if after_dot.is_some_and(|d| d.is_ascii_digit()) {
-                    return Err(ArmError::invalid_template(format!(
-                        "floating point literals are not supported (position {offset})"
-                    )));
-                }
-            }
-            let value = digits.parse::<i64>().map_err(|_| {
-                ArmError::invalid_template(format!(
-                    "'{digits}' at position {offset} is not an integer"
-                ))
-            })?;
-            tokens.push(Token {
-                kind: TokenKind::Int(value),
-                offset,
-            });
-            continue;
-        }
-        if c.is_alphabetic() || c == '_' || c == '$' {
-            let mut name = String::new();
-            while let Some(&(_, d)) = chars.peek() {
-                if d.is_alphanumeric() || d == '_' || d == '$' {
-                    name.push(d);
-                    chars.next();
-                } else {
-                    break;
-                }
-            }
-            tokens.push(Token {
-                kind: TokenKind::Identifier(name),
-                offset,
-            });
-            continue;
-        }
-        return Err(ArmError::invalid_template(format!(
-            "unexpected character '{c}' at position {offset}"
-        )));
+        tokens.push(Token { kind, offset });
     }
     Ok(tokens)
+}
+
+/// The token a single punctuation character is, if it is one.
+fn punctuation(c: char) -> Option<TokenKind> {
+    match c {
+        '(' => Some(TokenKind::LeftParen),
+        ')' => Some(TokenKind::RightParen),
+        '[' => Some(TokenKind::LeftBracket),
+        ']' => Some(TokenKind::RightBracket),
+        ',' => Some(TokenKind::Comma),
+        '.' => Some(TokenKind::Dot),
+        _ => None,
+    }
+}
+
+/// A string literal from its opening quote (at `offset`) through its
+/// closing one; `''` inside stands for one quote.
+fn string_literal(chars: &mut Chars<'_>, offset: usize) -> Result<TokenKind, ArmError> {
+    chars.next();
+    let mut value = String::new();
+    while let Some((_, c)) = chars.next() {
+        if c != '\'' {
+            value.push(c);
+        } else if chars.peek().map(|&(_, next)| next) == Some('\'') {
+            chars.next();
+            value.push('\'');
+        } else {
+            return Ok(TokenKind::String(value));
+        }
+    }
+    Err(ArmError::invalid_template(format!(
+        "the string starting at position {offset} is not terminated"
+    )))
+}
+
+/// An integer literal (an optional `-` and digits) starting at `offset`
+/// of `text`; a floating point literal is refused.
+fn integer_literal(
+    text: &str,
+    chars: &mut Chars<'_>,
+    offset: usize,
+) -> Result<TokenKind, ArmError> {
+    let mut digits = String::new();
+    if let Some((_, c)) = chars.next() {
+        digits.push(c);
+    }
+    while let Some(&(_, d)) = chars.peek() {
+        if d.is_ascii_digit() {
+            digits.push(d);
+            chars.next();
+        } else {
+            break;
+        }
+    }
+    if chars.peek().map(|&(_, d)| d) == Some('.') && digits != "-" {
+        // `1.5` is not part of the language; `x[0].y` is handled by
+        // the parser because the digit run ends before the dot.
+        let after_dot = text[offset + digits.len() + 1..].chars().next();
+        if after_dot.is_some_and(|d| d.is_ascii_digit()) {
+            return Err(ArmError::invalid_template(format!(
+                "floating point literals are not supported (position {offset})"
+            )));
+        }
+    }
+    let value = digits.parse::<i64>().map_err(|_| {
+        ArmError::invalid_template(format!("'{digits}' at position {offset} is not an integer"))
+    })?;
+    Ok(TokenKind::Int(value))
+}
+
+/// A function, namespace or property name: letters, digits, `_` and `$`.
+fn identifier(chars: &mut Chars<'_>) -> TokenKind {
+    let mut name = String::new();
+    while let Some(&(_, d)) = chars.peek() {
+        if d.is_alphanumeric() || d == '_' || d == '$' {
+            name.push(d);
+            chars.next();
+        } else {
+            break;
+        }
+    }
+    TokenKind::Identifier(name)
 }
 
 struct Parser {
