@@ -10,6 +10,25 @@ use crate::error::ArmError;
 /// Call the built-in `name` (lower case) with already evaluated arguments.
 /// `None` means no such pure function exists.
 pub fn call(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
+    let result = string_function(name, args)
+        .or_else(|| collection_function(name, args))
+        .or_else(|| logical_function(name, args))
+        .or_else(|| numeric_function(name, args))?;
+    Some(result.and_then(|value| match &value {
+        Value::String(text) if text.len() > MAX_STRING_BYTES => Err(arg_error(
+            name,
+            &format!(
+                "the result would be {} bytes, more than the {MAX_STRING_BYTES} a template string may hold",
+                text.len()
+            ),
+        )),
+        _ => Ok(value),
+    }))
+}
+
+/// The string functions (`concat` of arrays too); `None` if `name` is not
+/// one.
+fn string_function(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
     let result = match name {
         "format" => format(args),
         "concat" => concat(args),
@@ -17,27 +36,7 @@ pub fn call(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
         "tolower" => string_arg(name, args, 0).map(|s| Value::String(s.to_lowercase())),
         "toupper" => string_arg(name, args, 0).map(|s| Value::String(s.to_uppercase())),
         "trim" => string_arg(name, args, 0).map(|s| Value::String(s.trim().to_string())),
-        "replace" => arity(name, args, 3, 3).and_then(|_| {
-            let text = string_arg(name, args, 0)?;
-            let old = string_arg(name, args, 1)?;
-            let new = string_arg(name, args, 2)?;
-            if old.is_empty() {
-                return Err(arg_error(name, "the string to replace must not be empty"));
-            }
-            let grows = new.len().saturating_sub(old.len());
-            let size = text
-                .matches(old)
-                .count()
-                .saturating_mul(grows)
-                .saturating_add(text.len());
-            if size > MAX_STRING_BYTES {
-                return Err(arg_error(
-                    name,
-                    &format!("the result would be more than {MAX_STRING_BYTES} bytes"),
-                ));
-            }
-            Ok(Value::String(text.replace(old, new)))
-        }),
+        "replace" => replace(args),
         "split" => split(args),
         "join" => join(args),
         "substring" => substring(args),
@@ -53,6 +52,19 @@ pub fn call(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
         "padleft" => pad_left(args),
         "uniquestring" => strings(name, args).map(|parts| Value::String(unique_string(&parts))),
         "guid" => strings(name, args).map(|parts| Value::String(guid(&parts))),
+        "json" => string_arg(name, args, 0).and_then(|s| {
+            serde_json::from_str(s)
+                .map_err(|e| arg_error(name, &format!("the argument is not valid JSON: {e}")))
+        }),
+        _ => return None,
+    };
+    Some(result)
+}
+
+/// The array and object functions (and those that take strings too, like
+/// `length` and `first`); `None` if `name` is not one.
+fn collection_function(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
+    let result = match name {
         "length" => one(name, args).and_then(|v| match v {
             Value::String(s) => Ok(Value::from(s.chars().count() as u64)),
             Value::Array(a) => Ok(Value::from(a.len() as u64)),
@@ -96,7 +108,14 @@ pub fn call(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
             .cloned()
             .unwrap_or(Value::Null)),
         "range" => range(args),
-        "min" | "max" => min_max(name, args),
+        _ => return None,
+    };
+    Some(result)
+}
+
+/// The logical and comparison functions; `None` if `name` is not one.
+fn logical_function(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
+    let result = match name {
         "equals" => arity(name, args, 2, 2).map(|_| Value::Bool(args[0] == args[1])),
         "not" => bool_arg(name, args, 0)
             .and_then(|b| arity(name, args, 1, 1).map(|_| !b))
@@ -117,6 +136,15 @@ pub fn call(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
         "false" => arity(name, args, 0, 0).map(|_| Value::Bool(false)),
         "null" => arity(name, args, 0, 0).map(|_| Value::Null),
         "greater" | "greaterorequals" | "less" | "lessorequals" => compare(name, args),
+        _ => return None,
+    };
+    Some(result)
+}
+
+/// The numeric functions; `None` if `name` is not one.
+fn numeric_function(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
+    let result = match name {
+        "min" | "max" => min_max(name, args),
         "int" => one(name, args).and_then(|v| match v {
             Value::Number(n) if n.is_i64() => Ok(v.clone()),
             Value::Number(n) => Ok(Value::from(n.as_f64().unwrap_or_default() as i64)),
@@ -128,22 +156,9 @@ pub fn call(name: &str, args: &[Value]) -> Option<Result<Value, ArmError>> {
             other => Err(type_error(name, "a number or string", other)),
         }),
         "add" | "sub" | "mul" | "div" | "mod" => arithmetic(name, args),
-        "json" => string_arg(name, args, 0).and_then(|s| {
-            serde_json::from_str(s)
-                .map_err(|e| arg_error(name, &format!("the argument is not valid JSON: {e}")))
-        }),
         _ => return None,
     };
-    Some(result.and_then(|value| match &value {
-        Value::String(text) if text.len() > MAX_STRING_BYTES => Err(arg_error(
-            name,
-            &format!(
-                "the result would be {} bytes, more than the {MAX_STRING_BYTES} a template string may hold",
-                text.len()
-            ),
-        )),
-        _ => Ok(value),
-    }))
+    Some(result)
 }
 
 /// Longest string a function may produce: a template itself may be at
@@ -400,6 +415,32 @@ fn concat(args: &[Value]) -> Result<Value, ArmError> {
         ));
     }
     Ok(Value::String(args.iter().map(stringify).collect()))
+}
+
+/// `replace(text, old, new)`: every `old` in `text` replaced, refused if the
+/// result would exceed [`MAX_STRING_BYTES`].
+fn replace(args: &[Value]) -> Result<Value, ArmError> {
+    let name = "replace";
+    arity(name, args, 3, 3)?;
+    let text = string_arg(name, args, 0)?;
+    let old = string_arg(name, args, 1)?;
+    let new = string_arg(name, args, 2)?;
+    if old.is_empty() {
+        return Err(arg_error(name, "the string to replace must not be empty"));
+    }
+    let grows = new.len().saturating_sub(old.len());
+    let size = text
+        .matches(old)
+        .count()
+        .saturating_mul(grows)
+        .saturating_add(text.len());
+    if size > MAX_STRING_BYTES {
+        return Err(arg_error(
+            name,
+            &format!("the result would be more than {MAX_STRING_BYTES} bytes"),
+        ));
+    }
+    Ok(Value::String(text.replace(old, new)))
 }
 
 fn split(args: &[Value]) -> Result<Value, ArmError> {
