@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use crate::arm::{self, EvaluationRequest};
+use crate::arm::{self, Evaluation, EvaluationRequest};
 use crate::error::{ArmError, codes};
 use crate::faults::{FaultsHandle, RequestFault, SettingsPatch, Timings};
 use crate::ids::{self, OperationUrl, Target};
@@ -470,6 +470,64 @@ fn valid_deployment_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 64 && name.chars().all(ok)
 }
 
+/// A deployment accepted and evaluated, about to start.
+struct StartedDeployment<'r> {
+    /// `{scope}/providers/Microsoft.Resources/deployments/{name}`.
+    id: String,
+    name: &'r str,
+    /// The resource group the deployment is in.
+    scope: &'r str,
+    /// As supplied, `{"name": {"value": ...}}`.
+    parameters: &'r Value,
+    evaluation: Evaluation,
+}
+
+/// The refusal of a deployment name ARM would refuse, or of a scope that is
+/// not a resource group; `None` if both are fine.
+fn deployment_target_refusal(scope: &str, name: &str) -> Option<Response> {
+    if !valid_deployment_name(name) {
+        return Some(error(
+            StatusCode::BAD_REQUEST,
+            codes::INVALID_DEPLOYMENT_NAME,
+            format!(
+                "The deployment name '{name}' is invalid: use 1 to 64 letters, digits, '-', '_', '.', '(' or ')'"
+            ),
+        ));
+    }
+    if ids::resource_group_of(scope).is_none() {
+        return Some(error(
+            StatusCode::BAD_REQUEST,
+            codes::INVALID_REQUEST_CONTENT,
+            format!(
+                "The deployment scope '{scope}' must be inside a resource group (/planes/radius/{{plane}}/resourceGroups/{{name}})"
+            ),
+        ));
+    }
+    None
+}
+
+/// Evaluate the template of the deployment `name` into `radius_scope`. Its
+/// `existing` resources are looked up in `store`, except in engine mode.
+fn evaluate_deployment(
+    store: &Store,
+    radius_scope: &str,
+    request: &DeploymentBody<'_>,
+    name: &str,
+    engine: bool,
+) -> Result<Evaluation, ArmError> {
+    let resources = &store.resources;
+    let lookup = |id: &str| resources.get(&ids::key(id)).map(|r| r.body.clone());
+    arm::evaluate(&EvaluationRequest {
+        scope: radius_scope,
+        template: request.template,
+        parameters: request.parameters,
+        deployment_name: name,
+        // The engine checks `existing` resources against UCP when it
+        // runs; their declared bodies stand in for `reference()`.
+        existing: if engine { None } else { Some(&lookup) },
+    })
+}
+
 impl Ucp<'_> {
     fn group_missing(&self, scope: &str) -> Response {
         let name = ids::resource_group_of(scope)
@@ -584,23 +642,8 @@ impl Ucp<'_> {
             .deployment_puts_by_name
             .entry(name.to_string())
             .or_default() += 1;
-        if !valid_deployment_name(name) {
-            return error(
-                StatusCode::BAD_REQUEST,
-                codes::INVALID_DEPLOYMENT_NAME,
-                format!(
-                    "The deployment name '{name}' is invalid: use 1 to 64 letters, digits, '-', '_', '.', '(' or ')'"
-                ),
-            );
-        }
-        if ids::resource_group_of(scope).is_none() {
-            return error(
-                StatusCode::BAD_REQUEST,
-                codes::INVALID_REQUEST_CONTENT,
-                format!(
-                    "The deployment scope '{scope}' must be inside a resource group (/planes/radius/{{plane}}/resourceGroups/{{name}})"
-                ),
-            );
+        if let Some(refused) = deployment_target_refusal(scope, name) {
+            return refused;
         }
         // Behind a real UCP the groups are UCP's: it answers 404 itself for a
         // deployment in a group it does not have.
@@ -625,8 +668,7 @@ impl Ucp<'_> {
             return self.group_missing(&radius_scope);
         }
         let id = format!("{scope}/providers/Microsoft.Resources/deployments/{name}");
-        let key = ids::key(&id);
-        if let Some(previous) = store.deployments.get(&key)
+        if let Some(previous) = store.deployments.get(&ids::key(&id))
             && previous.is_running()
         {
             return error(
@@ -637,29 +679,36 @@ impl Ucp<'_> {
                 ),
             );
         }
-        let evaluation = {
-            let resources = &store.resources;
-            let lookup = |id: &str| resources.get(&ids::key(id)).map(|r| r.body.clone());
-            arm::evaluate(&EvaluationRequest {
-                scope: &radius_scope,
-                template: request.template,
-                parameters: request.parameters,
-                deployment_name: name,
-                // The engine checks `existing` resources against UCP when it
-                // runs; their declared bodies stand in for `reference()`.
-                existing: if engine { None } else { Some(&lookup) },
-            })
-        };
-        let evaluation = match evaluation {
+        let evaluation = match evaluate_deployment(&store, &radius_scope, &request, name, engine) {
             Ok(evaluation) => evaluation,
             Err(error) => return error_response(StatusCode::BAD_REQUEST, error),
         };
+        let started = StartedDeployment {
+            id,
+            name,
+            scope,
+            parameters: request.parameters,
+            evaluation,
+        };
+        self.start_deployment(&mut store, now, started)
+    }
+
+    /// Record `started` as running, with the operation that tracks it
+    /// (handed to the deployment engine in engine mode, which then runs it),
+    /// and answer 201 with the deployment and the operation's headers.
+    fn start_deployment(
+        &self,
+        store: &mut Store,
+        now: Instant,
+        started: StartedDeployment<'_>,
+    ) -> Response {
+        let key = ids::key(&started.id);
         let pending_failure = self.app.faults.on_new_deployment();
         let vanished = self.app.faults.on_new_operation();
         let timings = self.app.faults.timings();
         let op = store.start_operation(
             OperationKind::Deployment { key: key.clone() },
-            &id,
+            &started.id,
             "Microsoft.Resources",
             if self.version.is_empty() {
                 DEPLOYMENT_API_VERSION
@@ -670,8 +719,8 @@ impl Ucp<'_> {
             vanished,
             now,
         );
-        let op = match engine {
-            true => store.hand_to_engine(&op.id, scope).unwrap_or(op),
+        let op = match self.app.engine.is_some() {
+            true => store.hand_to_engine(&op.id, started.scope).unwrap_or(op),
             false => op,
         };
         let deployment = Deployment {
@@ -679,34 +728,21 @@ impl Ucp<'_> {
                 .deployments
                 .get(&key)
                 .map(|d| d.id.clone())
-                .unwrap_or(id),
-            name: name.to_string(),
+                .unwrap_or(started.id),
+            name: started.name.to_string(),
             state: DeploymentState::Running,
             operation: op.id.clone(),
-            parameters: request.parameters.clone(),
+            parameters: started.parameters.clone(),
             timestamp: Utc::now(),
             correlation_id: uuid::Uuid::new_v4().to_string(),
-            planned: evaluation.resources,
-            outputs: evaluation.outputs,
+            planned: started.evaluation.resources,
+            outputs: started.evaluation.outputs,
             output_resources: Vec::new(),
             pending_failure,
         };
         let answer = deployment.body(true);
-        if engine && let Some(backend) = self.app.engine.clone() {
-            let (app, finished) = (self.app.clone(), self.app.clone());
-            let (key, operation, running) = (key.clone(), op.id.clone(), op.id.clone());
-            tokio::spawn(crate::engine::run(
-                backend,
-                deployment.planned.clone(),
-                deployment.pending_failure.clone(),
-                timings.deploy,
-                move || !app.lock().engine_operation_running(&running),
-                move |outcome| {
-                    finished
-                        .lock()
-                        .finish_engine_deployment(&key, &operation, outcome)
-                },
-            ));
+        if let Some(backend) = self.app.engine.clone() {
+            self.spawn_engine_run(backend, &deployment, &key, timings);
         }
         store.deployments.insert(key, deployment);
         // A zero duration finishes now; the answer still says Accepted.
@@ -718,6 +754,35 @@ impl Ucp<'_> {
             &op,
             timings.retry_after_secs,
         )
+    }
+
+    /// Run `deployment` (stored under `key`) on the deployment engine in
+    /// the background, until it finishes or its operation is canceled.
+    fn spawn_engine_run(
+        &self,
+        backend: Arc<crate::engine::Backend>,
+        deployment: &Deployment,
+        key: &str,
+        timings: Timings,
+    ) {
+        let (app, finished) = (self.app.clone(), self.app.clone());
+        let (key, operation, running) = (
+            key.to_string(),
+            deployment.operation.clone(),
+            deployment.operation.clone(),
+        );
+        tokio::spawn(crate::engine::run(
+            backend,
+            deployment.planned.clone(),
+            deployment.pending_failure.clone(),
+            timings.deploy,
+            move || !app.lock().engine_operation_running(&running),
+            move |outcome| {
+                finished
+                    .lock()
+                    .finish_engine_deployment(&key, &operation, outcome)
+            },
+        ));
     }
 
     fn get_deployment(&self, scope: &str, name: &str) -> Response {
