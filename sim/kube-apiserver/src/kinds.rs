@@ -124,24 +124,56 @@ pub fn builtins() -> Vec<Kind> {
 
 /// The kinds a stored CRD defines (one per served version), or why it is invalid.
 pub fn from_crd(crd: &Value) -> Result<Vec<Kind>, Vec<(String, String)>> {
-    let mut problems = Vec::new();
     let spec = crd.get("spec").cloned().unwrap_or(Value::Null);
-    let text = |pointer: &str| {
-        spec.pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let group = text("/group");
-    let plural = text("/names/plural");
-    let kind = text("/names/kind");
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let problems = crd_problems(crd, &spec, &versions);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(versions
+        .iter()
+        .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
+        .map(|version| crd_version_kind(&spec, version))
+        .collect())
+}
+
+/// The string at `pointer` in a CRD's spec; empty if absent.
+fn spec_text(spec: &Value, pointer: &str) -> String {
+    spec.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The strings of the array at `pointer` in a CRD's spec.
+fn spec_strings(spec: &Value, pointer: &str) -> Vec<String> {
+    spec.pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What the real server refuses in a CRD: missing names, a name other than
+/// `plural.group`, an unknown scope, no versions, bad printer columns.
+fn crd_problems(crd: &Value, spec: &Value, versions: &[Value]) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    let group = spec_text(spec, "/group");
+    let plural = spec_text(spec, "/names/plural");
     if group.is_empty() {
         problems.push(("spec.group".into(), "Required value".into()));
     }
     if plural.is_empty() {
         problems.push(("spec.names.plural".into(), "Required value".into()));
     }
-    if kind.is_empty() {
+    if spec_text(spec, "/names/kind").is_empty() {
         problems.push(("spec.names.kind".into(), "Required value".into()));
     }
     let name = crd
@@ -154,7 +186,7 @@ pub fn from_crd(crd: &Value) -> Result<Vec<Kind>, Vec<(String, String)>> {
             format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
         ));
     }
-    let scope = text("/scope");
+    let scope = spec_text(spec, "/scope");
     if scope != "Namespaced" && scope != "Cluster" {
         problems.push((
             "spec.scope".into(),
@@ -163,65 +195,45 @@ pub fn from_crd(crd: &Value) -> Result<Vec<Kind>, Vec<(String, String)>> {
             ),
         ));
     }
-    let versions = spec
-        .get("versions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
     if versions.is_empty() {
         problems.push((
             "spec.versions".into(),
             "Invalid value: must have exactly one version marked as storage version".into(),
         ));
     }
-    problems.extend(printer_column_problems(&versions));
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    let strings = |pointer: &str| -> Vec<String> {
-        spec.pointer(pointer)
+    problems.extend(printer_column_problems(versions));
+    problems
+}
+
+/// The kind a valid CRD's `spec` defines at one of its `versions`.
+fn crd_version_kind(spec: &Value, version: &Value) -> Kind {
+    let kind = spec_text(spec, "/names/kind");
+    let singular = match spec_text(spec, "/names/singular") {
+        singular if singular.is_empty() => kind.to_ascii_lowercase(),
+        singular => singular,
+    };
+    Kind {
+        group: spec_text(spec, "/group"),
+        version: version
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("v1")
+            .to_string(),
+        kind,
+        plural: spec_text(spec, "/names/plural"),
+        singular,
+        namespaced: spec_text(spec, "/scope") == "Namespaced",
+        short_names: spec_strings(spec, "/names/shortNames"),
+        categories: spec_strings(spec, "/names/categories"),
+        status_subresource: version.pointer("/subresources/status").is_some(),
+        custom: true,
+        schema: version.pointer("/schema/openAPIV3Schema").cloned(),
+        printer_columns: version
+            .get("additionalPrinterColumns")
             .and_then(Value::as_array)
-            .map(|list| {
-                list.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let singular = {
-        let s = text("/names/singular");
-        if s.is_empty() {
-            kind.to_ascii_lowercase()
-        } else {
-            s
-        }
-    };
-    Ok(versions
-        .iter()
-        .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
-        .map(|v| Kind {
-            group: group.clone(),
-            version: v
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("v1")
-                .to_string(),
-            kind: kind.clone(),
-            plural: plural.clone(),
-            singular: singular.clone(),
-            namespaced: scope == "Namespaced",
-            short_names: strings("/names/shortNames"),
-            categories: strings("/names/categories"),
-            status_subresource: v.pointer("/subresources/status").is_some(),
-            custom: true,
-            schema: v.pointer("/schema/openAPIV3Schema").cloned(),
-            printer_columns: v
-                .get("additionalPrinterColumns")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default(),
-        })
-        .collect())
+            .cloned()
+            .unwrap_or_default(),
+    }
 }
 
 /// The real server's checks of `additionalPrinterColumns[].jsonPath`: set,
