@@ -29,27 +29,9 @@ pub fn validate(schema: &Value, value: &Value, path: &str, problems: &mut Vec<(S
         }
         return;
     }
-    if let Some(expected) = schema.get("type").and_then(Value::as_str) {
-        let ok = match expected {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "number" => value.is_number(),
-            "boolean" => value.is_boolean(),
-            _ => true,
-        };
-        if !ok {
-            problems.push((
-                path.to_string(),
-                format!(
-                    "Invalid value: \"{}\": {path} in body must be of type {expected}: \"{}\"",
-                    type_name(value),
-                    type_name(value)
-                ),
-            ));
-            return;
-        }
+    if let Some(problem) = type_problem(schema, value, path) {
+        problems.push(problem);
+        return;
     }
     if let Some(options) = schema.get("enum").and_then(Value::as_array)
         && !options.contains(value)
@@ -64,6 +46,42 @@ pub fn validate(schema: &Value, value: &Value, path: &str, problems: &mut Vec<(S
             ),
         ));
     }
+    validate_members(schema, value, path, problems);
+}
+
+/// The problem with `value` if it is not of the schema's `type`.
+fn type_problem(schema: &Value, value: &Value, path: &str) -> Option<(String, String)> {
+    let expected = schema.get("type").and_then(Value::as_str)?;
+    let ok = match expected {
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        _ => true,
+    };
+    (!ok).then(|| {
+        (
+            path.to_string(),
+            format!(
+                "Invalid value: \"{}\": {path} in body must be of type {expected}: \"{}\"",
+                type_name(value),
+                type_name(value)
+            ),
+        )
+    })
+}
+
+/// Validate what `value` holds: an object's `required` fields and each
+/// field against its property (or `additionalProperties`) schema, an
+/// array's items against `items`.
+fn validate_members(
+    schema: &Value,
+    value: &Value,
+    path: &str,
+    problems: &mut Vec<(String, String)>,
+) {
     match value {
         Value::Object(object) => {
             for name in schema
