@@ -358,50 +358,18 @@ mod tests {
 
         /// Apply one step; whether the store accepted it.
         fn apply(&mut self, op: &Op) -> bool {
-            let kind = self.configmaps();
             match op {
                 Op::Create {
                     ns,
                     name,
                     owners,
                     finalizers,
-                } => {
-                    let object = json!({"metadata": {"name": format!("o{name}"),
-                        "ownerReferences": self.references(*ns, owners),
-                        "finalizers": World::finalizers(*finalizers)}});
-                    match self.store.create(&kind, World::namespace(*ns), object) {
-                        Ok(created) => {
-                            let uid = created["metadata"]["uid"]
-                                .as_str()
-                                .unwrap_or("")
-                                .to_string();
-                            self.uids.entry((*ns, *name)).or_default().push(uid);
-                            true
-                        }
-                        Err(_) => false,
-                    }
-                }
+                } => self.create(*ns, *name, owners, *finalizers),
                 Op::Delete {
                     ns,
                     name,
                     propagation,
-                } => {
-                    let propagation = [
-                        Propagation::Background,
-                        Propagation::Foreground,
-                        Propagation::Orphan,
-                    ][*propagation as usize % 3];
-                    self.store
-                        .delete(
-                            &kind,
-                            World::namespace(*ns),
-                            &format!("o{name}"),
-                            propagation,
-                            None,
-                            None,
-                        )
-                        .is_ok()
-                }
+                } => self.delete(*ns, *name, *propagation),
                 Op::SetFinalizers {
                     ns,
                     name,
@@ -416,11 +384,7 @@ mod tests {
                     })
                 }
                 Op::DeleteNamespace => {
-                    let namespaces = self
-                        .store
-                        .kind("", "namespaces")
-                        .cloned()
-                        .expect("built in");
+                    let namespaces = self.namespaces();
                     self.store
                         .delete(
                             &namespaces,
@@ -433,16 +397,58 @@ mod tests {
                         .is_ok()
                 }
                 Op::CreateNamespace => {
-                    let namespaces = self
-                        .store
-                        .kind("", "namespaces")
-                        .cloned()
-                        .expect("built in");
+                    let namespaces = self.namespaces();
                     self.store
                         .create(&namespaces, "", json!({"metadata": {"name": "other"}}))
                         .is_ok()
                 }
             }
+        }
+
+        fn namespaces(&self) -> Kind {
+            self.store
+                .kind("", "namespaces")
+                .cloned()
+                .expect("built in")
+        }
+
+        /// [`Op::Create`]: remembers the new object's uid.
+        fn create(&mut self, ns: bool, name: u8, owners: &[(u8, Uid)], finalizers: u8) -> bool {
+            let object = json!({"metadata": {"name": format!("o{name}"),
+                "ownerReferences": self.references(ns, owners),
+                "finalizers": World::finalizers(finalizers)}});
+            let kind = self.configmaps();
+            match self.store.create(&kind, World::namespace(ns), object) {
+                Ok(created) => {
+                    let uid = created["metadata"]["uid"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string();
+                    self.uids.entry((ns, name)).or_default().push(uid);
+                    true
+                }
+                Err(_) => false,
+            }
+        }
+
+        /// [`Op::Delete`], with the propagation `propagation` picks.
+        fn delete(&mut self, ns: bool, name: u8, propagation: u8) -> bool {
+            let propagation = [
+                Propagation::Background,
+                Propagation::Foreground,
+                Propagation::Orphan,
+            ][propagation as usize % 3];
+            let kind = self.configmaps();
+            self.store
+                .delete(
+                    &kind,
+                    World::namespace(ns),
+                    &format!("o{name}"),
+                    propagation,
+                    None,
+                    None,
+                )
+                .is_ok()
         }
 
         fn update(&mut self, ns: bool, name: u8, change: impl Fn(&mut Value)) -> bool {
