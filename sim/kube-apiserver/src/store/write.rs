@@ -164,49 +164,10 @@ impl Store {
         if !object.get("metadata").is_some_and(Value::is_object) {
             object["metadata"] = json!({});
         }
-        let mut name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if name.is_empty()
-            && let Some(prefix) = object
-                .pointer("/metadata/generateName")
-                .and_then(Value::as_str)
-        {
-            let suffix: String = (0..5)
-                .map(|_| (b'a' + rand::random_range(0..26u8)) as char)
-                .collect();
-            name = format!("{prefix}{suffix}");
-            object["metadata"]["name"] = json!(name);
-        }
+        let name = name_or_generate(&mut object);
         check_name(kind, &name)?;
         if kind.namespaced {
-            if namespace.is_empty() {
-                return Err(ApiError::bad_request(
-                    "the namespace of the object must be given",
-                ));
-            }
-            let ns_key = Key {
-                group: String::new(),
-                plural: "namespaces".into(),
-                namespace: String::new(),
-                name: namespace.into(),
-            };
-            match self.objects.get(&ns_key) {
-                None => return Err(ApiError::not_found("", "namespaces", namespace)),
-                Some(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => {
-                    return Err(ApiError::new(
-                        403,
-                        "Forbidden",
-                        format!(
-                            "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
-                            kind.plural
-                        ),
-                    ));
-                }
-                Some(_) => {}
-            }
+            self.check_namespace_open(kind, namespace, &name)?;
             object["metadata"]["namespace"] = json!(namespace);
         } else if let Some(map) = object["metadata"].as_object_mut() {
             map.remove("namespace");
@@ -245,13 +206,46 @@ impl Store {
         Ok(self.commit(key, ChangeType::Added, object, None))
     }
 
+    /// A namespaced object `name` of `kind` may be created in `namespace`:
+    /// one is given, it exists and it is not being terminated.
+    fn check_namespace_open(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        if namespace.is_empty() {
+            return Err(ApiError::bad_request(
+                "the namespace of the object must be given",
+            ));
+        }
+        let ns_key = Key {
+            group: String::new(),
+            plural: "namespaces".into(),
+            namespace: String::new(),
+            name: namespace.into(),
+        };
+        match self.objects.get(&ns_key) {
+            None => Err(ApiError::not_found("", "namespaces", namespace)),
+            Some(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+                    kind.plural
+                ),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
     /// Replace an object (PUT), or its status (`status_only`).
     pub fn update(
         &mut self,
         kind: &Kind,
         namespace: &str,
         name: &str,
-        mut candidate: Value,
+        candidate: Value,
         status_only: bool,
     ) -> Result<Arc<Value>, ApiError> {
         let key = Self::key(kind, namespace, name);
@@ -261,88 +255,12 @@ impl Store {
                 "the body of the request must be a JSON object",
             ));
         }
-        if let Some(given) = candidate.pointer("/metadata/name").and_then(Value::as_str)
-            && given != name
-        {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({given}) does not match the name on the URL ({name})"
-            )));
-        }
-        if let Some(given) = candidate
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            && !given.is_empty()
-            && Some(given)
-                != current
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-        {
-            return Err(ApiError::conflict(&kind.group, &kind.plural, name));
-        }
-        let mut next = (*current).clone();
-        if status_only {
-            match candidate.get("status") {
-                Some(status) => next["status"] = status.clone(),
-                None => {
-                    if let Some(map) = next.as_object_mut() {
-                        map.remove("status");
-                    }
-                }
-            }
+        check_replaces(kind, name, &current, &candidate)?;
+        let mut next = if status_only {
+            with_status_of(&current, &candidate)
         } else {
-            let old_meta = current["metadata"].clone();
-            if !candidate.get("metadata").is_some_and(Value::is_object) {
-                candidate["metadata"] = json!({});
-            }
-            // Fields the server owns are kept from the stored object.
-            for field in [
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-                "namespace",
-                "name",
-            ] {
-                match old_meta.get(field) {
-                    Some(value) => candidate["metadata"][field] = value.clone(),
-                    None => {
-                        if let Some(map) = candidate["metadata"].as_object_mut() {
-                            map.remove(field);
-                        }
-                    }
-                }
-            }
-            if kind.status_subresource {
-                match current.get("status") {
-                    Some(status) => candidate["status"] = status.clone(),
-                    None => {
-                        if let Some(map) = candidate.as_object_mut() {
-                            map.remove("status");
-                        }
-                    }
-                }
-            }
-            candidate["apiVersion"] = json!(kind.api_version());
-            candidate["kind"] = json!(kind.kind);
-            next = candidate;
-            if current.pointer("/metadata/deletionTimestamp").is_some() {
-                let before: HashSet<&str> = finalizers(&current).into_iter().collect();
-                if let Some(added) = finalizers(&next).into_iter().find(|f| !before.contains(f)) {
-                    return Err(ApiError::invalid(
-                        &kind.group,
-                        &kind.kind,
-                        name,
-                        vec![(
-                            "metadata.finalizers".into(),
-                            format!(
-                                "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [\"{added}\"]"
-                            ),
-                        )],
-                    ));
-                }
-            }
-        }
+            replacement(kind, name, &current, candidate)?
+        };
         if kind.custom {
             Self::check_schema(kind, &mut next)?;
         }
@@ -375,6 +293,141 @@ impl Store {
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         Arc::new(object)
     }
+}
+
+/// The object's `metadata.name`; if empty, one made of its `generateName`
+/// and five random letters, written into the object.
+fn name_or_generate(object: &mut Value) -> String {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if !name.is_empty() {
+        return name;
+    }
+    let Some(prefix) = object
+        .pointer("/metadata/generateName")
+        .and_then(Value::as_str)
+    else {
+        return name;
+    };
+    let suffix: String = (0..5)
+        .map(|_| (b'a' + rand::random_range(0..26u8)) as char)
+        .collect();
+    let name = format!("{prefix}{suffix}");
+    object["metadata"]["name"] = json!(name);
+    name
+}
+
+/// `candidate` may replace `current` (the object `name`): it names the same
+/// object, and its resource version, if any, is the stored one.
+fn check_replaces(
+    kind: &Kind,
+    name: &str,
+    current: &Value,
+    candidate: &Value,
+) -> Result<(), ApiError> {
+    if let Some(given) = candidate.pointer("/metadata/name").and_then(Value::as_str)
+        && given != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({given}) does not match the name on the URL ({name})"
+        )));
+    }
+    if let Some(given) = candidate
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        && !given.is_empty()
+        && Some(given)
+            != current
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+    {
+        return Err(ApiError::conflict(&kind.group, &kind.plural, name));
+    }
+    Ok(())
+}
+
+/// `current` with the status of `candidate` (none if it has none): a write
+/// to the status subresource.
+fn with_status_of(current: &Value, candidate: &Value) -> Value {
+    let mut next = current.clone();
+    match candidate.get("status") {
+        Some(status) => next["status"] = status.clone(),
+        None => {
+            if let Some(map) = next.as_object_mut() {
+                map.remove("status");
+            }
+        }
+    }
+    next
+}
+
+/// `candidate` as it replaces `current` (the object `name`): the metadata
+/// fields the server owns, and the status when it is a subresource, are
+/// kept from `current`. No finalizer may be added once deletion started.
+fn replacement(
+    kind: &Kind,
+    name: &str,
+    current: &Value,
+    mut candidate: Value,
+) -> Result<Value, ApiError> {
+    let old_meta = &current["metadata"];
+    if !candidate.get("metadata").is_some_and(Value::is_object) {
+        candidate["metadata"] = json!({});
+    }
+    // Fields the server owns are kept from the stored object.
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "namespace",
+        "name",
+    ] {
+        match old_meta.get(field) {
+            Some(value) => candidate["metadata"][field] = value.clone(),
+            None => {
+                if let Some(map) = candidate["metadata"].as_object_mut() {
+                    map.remove(field);
+                }
+            }
+        }
+    }
+    if kind.status_subresource {
+        match current.get("status") {
+            Some(status) => candidate["status"] = status.clone(),
+            None => {
+                if let Some(map) = candidate.as_object_mut() {
+                    map.remove("status");
+                }
+            }
+        }
+    }
+    candidate["apiVersion"] = json!(kind.api_version());
+    candidate["kind"] = json!(kind.kind);
+    if current.pointer("/metadata/deletionTimestamp").is_some() {
+        let before: HashSet<&str> = finalizers(current).into_iter().collect();
+        if let Some(added) = finalizers(&candidate)
+            .into_iter()
+            .find(|f| !before.contains(f))
+        {
+            return Err(ApiError::invalid(
+                &kind.group,
+                &kind.kind,
+                name,
+                vec![(
+                    "metadata.finalizers".into(),
+                    format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [\"{added}\"]"
+                    ),
+                )],
+            ));
+        }
+    }
+    Ok(candidate)
 }
 
 /// The object minus metadata and status: what `generation` tracks.
