@@ -17,7 +17,7 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use super::guard::Violation;
-use super::object::{PolicySubject, Reconciled, key};
+use super::object::{Executed, PolicySubject, Reconciled, key};
 use super::status::{Current, StatusPatch};
 use super::worker_fuel::{Placement, Ran, WorkerFuel};
 use super::{Caches, Context, Error, REJECTED_RETRY, RESYNC, execute, writes};
@@ -102,36 +102,19 @@ pub async fn reconcile<K: Reconciled>(
     requeue
 }
 
+/// The reconcile path as its steps: catch up the caches, choose the policy,
+/// observe, skip inputs already settled, decide, check the plan, hold back
+/// a Radius mutation that must wait, carry the plan out (and show it to the
+/// shadows), and remember how it went. Any step may end the reconcile early
+/// with when to look again.
 async fn decide_and_execute<K: Reconciled>(
     object: &K,
     ctx: &Context,
     key: &str,
 ) -> Result<Duration, Error> {
-    if ctx
-        .memory
-        .versions
-        .is_stale(key, object.meta().resource_version.as_deref())
-    {
-        // Deciding on a view from before our own last write would repeat
-        // that write's effects; the watch brings the write shortly.
-        return Ok(STALE_CACHE_RECHECK);
-    }
-    // Never on a cache that has not been listed yet, nor one that lacks a
-    // child this object just created: either would make its children look
-    // fewer than they are.
-    let Some(caches) = ctx.synced_caches()? else {
+    let Some(caches) = caught_up_caches(object, ctx, key)? else {
         return Ok(STALE_CACHE_RECHECK);
     };
-    let namespace = object.namespace().unwrap_or_default();
-    let in_cache = |name: &str| {
-        caches
-            .resources
-            .get(&ObjectRef::new(name).within(&namespace))
-            .is_some()
-    };
-    if ctx.memory.expectations.awaits_created(key, in_cache) {
-        return Ok(STALE_CACHE_RECHECK);
-    }
     let chosen = match select(object, ctx, caches) {
         Selection::Decide(chosen) => chosen,
         Selection::Wait(why) => {
@@ -142,120 +125,29 @@ async fn decide_and_execute<K: Reconciled>(
             return fail(ctx, object, key, None, Failure::NoPolicy(message)).await;
         }
     };
-    let policy = chosen.policy.clone();
-    let policy_ref = execute::policy_ref(&policy, chosen.reconcile_policy.clone());
+    let policy_ref = execute::policy_ref(&chosen.policy, chosen.reconcile_policy.clone());
     let observation = object.observe(ctx).await?;
-    tracing::Span::current().record("policy", policy.display_name());
-    // Woken with nothing new (a drift check that found what status says, or
-    // the periodic resync): the last decision on these inputs left nothing
-    // to do, and would again.
-    let settled = object.settled_inputs(ctx, &observation, policy.digest());
-    if let Some(inputs) = settled
-        && ctx.memory.settled.is_settled_on(key, inputs)
-    {
-        let requeue = object
-            .next_check(ctx)
-            .map_or(RESYNC, |check| RESYNC.min(check));
+    tracing::Span::current().record("policy", chosen.policy.display_name());
+    let settled = object.settled_inputs(ctx, &observation, chosen.policy.digest());
+    if let Some(requeue) = settled_recheck(object, ctx, key, settled) {
         return Ok(requeue);
     }
-    // An operation that failed or was canceled, or a refused request.
-    let saw_failure = K::operation(&observation).is_some_and(|op| {
-        matches!(
-            op.result,
-            model::OperationResult::Failed(_) | model::OperationResult::Canceled
-        )
-    });
+    let saw_failure = saw_failed_operation::<K>(&observation);
 
-    let decided = decide(&policy, observation, K::ask, &ctx.worker_fuel, &ctx.metrics).await;
-    let (decision, observation) = match decided {
-        Ok(Decided {
-            decision,
-            observation,
-            took,
-            ran,
-        }) => {
-            tracing::debug!(?ran, took_ms = took.as_secs_f64() * 1e3, "decided");
-            record(
-                &ctx.decision_records,
-                &policy,
-                Role::Enforce,
-                &observation,
-                &decision,
-                took,
-            );
-            let outcome = if decision.is_ok() { "ok" } else { "error" };
-            ctx.metrics.observe_decision(
-                DecisionLabels::new(K::KIND, &policy, outcome),
-                took,
-                decision.as_ref().map(|d| d.fuel_used).unwrap_or(0),
-            );
-            (decision, observation)
-        }
-        Err(panicked) => {
-            let error = DecisionError::Trap {
-                policy: policy.display_name(),
-                detail: format!("the decision task failed: {panicked}"),
-            };
-            return fail(
-                ctx,
-                object,
-                key,
-                Some(&policy_ref),
-                Failure::Decision(error),
-            )
-            .await;
-        }
-    };
-    if let Some(counters) = &chosen.counters {
-        counters
-            .decisions
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-    let decision = match decision {
-        Ok(decision) => decision,
-        Err(error) => {
-            return fail(
-                ctx,
-                object,
-                key,
-                Some(&policy_ref),
-                Failure::Decision(error),
-            )
-            .await;
-        }
+    let (decision, observation) = match decide_enforcing::<K>(ctx, &chosen, observation).await {
+        Ok(decided) => decided,
+        Err(failure) => return fail(ctx, object, key, Some(&policy_ref), failure).await,
     };
     log_guest(&decision);
     if let Err(violation) = K::guard(&observation, &decision.plan) {
-        return fail(
-            ctx,
-            object,
-            key,
-            Some(&policy_ref),
-            Failure::Plan(violation),
-        )
-        .await;
+        let failure = Failure::Plan(violation);
+        return fail(ctx, object, key, Some(&policy_ref), failure).await;
     }
 
     let fingerprint = fingerprint(object);
     let mutates = decision.plan.iter().any(K::mutates_radius);
-    if mutates && let Some(wait) = ctx.memory.pacing.mutation_wait(key, fingerprint) {
-        // A failed Radius mutation is not repeated before the delay its
-        // policy asked for, whatever woke this object early.
-        tracing::debug!(
-            wait_ms = millis(wait),
-            "Radius mutation held back after a failed attempt"
-        );
-        ctx.metrics.count_paced(K::KIND);
+    if mutates && let Some(wait) = mutation_held_back(object, ctx, key, fingerprint) {
         return Ok(wait);
-    }
-
-    if mutates && let Some(why) = object.held_back(ctx) {
-        // The order of deletions holds whoever started them and whatever
-        // the policy decided: looked at again until what it waits for is
-        // gone (each deletion also wakes the owner's objects).
-        tracing::debug!(%why, "Radius mutation held back for the deletion order");
-        ctx.metrics.count_held_for_order(K::KIND);
-        return Ok(DELETION_ORDER_RECHECK);
     }
 
     let executed = object
@@ -268,23 +160,12 @@ async fn decide_and_execute<K: Reconciled>(
     }
     let executed = match executed {
         Err(Error::Conflict(message)) => {
-            return fail(
-                ctx,
-                object,
-                key,
-                Some(&policy_ref),
-                Failure::Conflict(message),
-            )
-            .await;
+            let failure = Failure::Conflict(message);
+            return fail(ctx, object, key, Some(&policy_ref), failure).await;
         }
         other => other?,
     };
-    let requeue = executed
-        .requeue_ms
-        .map_or(RESYNC, |ms| Duration::from_millis(u64::from(ms)));
-    let requeue = object
-        .next_check(ctx)
-        .map_or(requeue, |check| requeue.min(check));
+    let requeue = requeue_after(object, ctx, &executed);
     if saw_failure || executed.mutation_failed {
         ctx.memory.pacing.pace(key, requeue, fingerprint);
     }
@@ -293,6 +174,158 @@ async fn decide_and_execute<K: Reconciled>(
         .settled
         .settled(key, settled.filter(|_| left_nothing));
     Ok(requeue)
+}
+
+/// The caches to decide on, or `None` while they lag behind what the
+/// object needs (look again after [`STALE_CACHE_RECHECK`]).
+fn caught_up_caches<'c, K: Reconciled>(
+    object: &K,
+    ctx: &'c Context,
+    key: &str,
+) -> Result<Option<&'c Caches>, Error> {
+    if ctx
+        .memory
+        .versions
+        .is_stale(key, object.meta().resource_version.as_deref())
+    {
+        // Deciding on a view from before our own last write would repeat
+        // that write's effects; the watch brings the write shortly.
+        return Ok(None);
+    }
+    // Never on a cache that has not been listed yet, nor one that lacks a
+    // child this object just created: either would make its children look
+    // fewer than they are.
+    let Some(caches) = ctx.synced_caches()? else {
+        return Ok(None);
+    };
+    let namespace = object.namespace().unwrap_or_default();
+    let in_cache = |name: &str| {
+        caches
+            .resources
+            .get(&ObjectRef::new(name).within(&namespace))
+            .is_some()
+    };
+    if ctx.memory.expectations.awaits_created(key, in_cache) {
+        return Ok(None);
+    }
+    Ok(Some(caches))
+}
+
+/// When to look again, if the object was woken with nothing new (a drift
+/// check that found what status says, or the periodic resync): the last
+/// decision on these `settled` inputs left nothing to do, and would again.
+/// `None` if it must be decided.
+fn settled_recheck<K: Reconciled>(
+    object: &K,
+    ctx: &Context,
+    key: &str,
+    settled: Option<u64>,
+) -> Option<Duration> {
+    let inputs = settled?;
+    ctx.memory.settled.is_settled_on(key, inputs).then(|| {
+        object
+            .next_check(ctx)
+            .map_or(RESYNC, |check| RESYNC.min(check))
+    })
+}
+
+/// True if the observation reports an operation that failed or was
+/// canceled, or a refused request.
+fn saw_failed_operation<K: Reconciled>(observation: &K::Observation) -> bool {
+    K::operation(observation).is_some_and(|op| {
+        matches!(
+            op.result,
+            model::OperationResult::Failed(_) | model::OperationResult::Canceled
+        )
+    })
+}
+
+/// Ask the enforcing policy for a plan ([`decide`]), keep its decision
+/// record and metrics, and count it on its `ReconcilePolicy`. Gives back
+/// the decision with the observation it was made on, or why the object
+/// fails: the guest could not decide, or the decision task panicked.
+async fn decide_enforcing<K: Reconciled>(
+    ctx: &Context,
+    chosen: &Chosen,
+    observation: K::Observation,
+) -> Result<(Decision<Vec<K::Action>>, K::Observation), Failure> {
+    let policy = &chosen.policy;
+    let decided = decide(policy, observation, K::ask, &ctx.worker_fuel, &ctx.metrics).await;
+    let Decided {
+        decision,
+        observation,
+        took,
+        ran,
+    } = decided.map_err(|panicked| {
+        Failure::Decision(DecisionError::Trap {
+            policy: policy.display_name(),
+            detail: format!("the decision task failed: {panicked}"),
+        })
+    })?;
+    tracing::debug!(?ran, took_ms = took.as_secs_f64() * 1e3, "decided");
+    record(
+        &ctx.decision_records,
+        policy,
+        Role::Enforce,
+        &observation,
+        &decision,
+        took,
+    );
+    let outcome = if decision.is_ok() { "ok" } else { "error" };
+    ctx.metrics.observe_decision(
+        DecisionLabels::new(K::KIND, policy, outcome),
+        took,
+        decision.as_ref().map(|d| d.fuel_used).unwrap_or(0),
+    );
+    if let Some(counters) = &chosen.counters {
+        counters
+            .decisions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    match decision {
+        Ok(decision) => Ok((decision, observation)),
+        Err(error) => Err(Failure::Decision(error)),
+    }
+}
+
+/// How long a plan that mutates Radius must wait before it is carried out,
+/// if it must: after a failed mutation, or for the order of deletions.
+fn mutation_held_back<K: Reconciled>(
+    object: &K,
+    ctx: &Context,
+    key: &str,
+    fingerprint: u64,
+) -> Option<Duration> {
+    if let Some(wait) = ctx.memory.pacing.mutation_wait(key, fingerprint) {
+        // A failed Radius mutation is not repeated before the delay its
+        // policy asked for, whatever woke this object early.
+        tracing::debug!(
+            wait_ms = millis(wait),
+            "Radius mutation held back after a failed attempt"
+        );
+        ctx.metrics.count_paced(K::KIND);
+        return Some(wait);
+    }
+    if let Some(why) = object.held_back(ctx) {
+        // The order of deletions holds whoever started them and whatever
+        // the policy decided: looked at again until what it waits for is
+        // gone (each deletion also wakes the owner's objects).
+        tracing::debug!(%why, "Radius mutation held back for the deletion order");
+        ctx.metrics.count_held_for_order(K::KIND);
+        return Some(DELETION_ORDER_RECHECK);
+    }
+    None
+}
+
+/// When to look again after the plan was carried out: as the plan says
+/// (else after [`RESYNC`]), or sooner if a check is due.
+fn requeue_after<K: Reconciled>(object: &K, ctx: &Context, executed: &Executed) -> Duration {
+    let requeue = executed
+        .requeue_ms
+        .map_or(RESYNC, |ms| Duration::from_millis(u64::from(ms)));
+    object
+        .next_check(ctx)
+        .map_or(requeue, |check| requeue.min(check))
 }
 
 /// True if the policy that would decide for the object now is not the one
