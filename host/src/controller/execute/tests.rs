@@ -20,7 +20,8 @@ use radwasm_sim_radius::RadiusSim;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::{deployment_id, policy_ref, resource_plan, template_plan};
+use super::deployment::deployment_id;
+use super::{policy_ref, resource_plan, template_plan};
 use crate::controller::deployment_records;
 use crate::controller::object::Executed;
 use crate::controller::writes::{Finalizer, set_finalizer};
