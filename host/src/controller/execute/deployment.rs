@@ -93,30 +93,10 @@ pub(super) async fn start_deployment(
     if !recorded_before {
         *deployments = deployment_records::with(deployments, &deployment_id);
     }
-    // What the plan's status ends as if the deployment starts: what it
-    // folded so far, the record, then its later status updates. Written
-    // ahead whole, it is the plan's only status write; unless those updates
-    // drop the record (a policy clearing the operation it starts), which
-    // must still be written ahead, so then only the record is.
     let decided = patch.clone();
-    let mut whole = patch.clone();
-    record_deployment(&mut whole, &follow, deployments);
-    let record = whole.operation.clone();
-    for action in rest {
-        if let TemplateAction::SetStatus(update) = action {
-            whole.template_update(current, update);
-        }
-    }
-    let keeps_record = whole.operation == record;
-    let ahead = if keeps_record {
-        let mut named = whole.clone();
-        named.policy = Some(Some(policy.clone()));
-        named
-    } else {
-        let mut record_only = StatusPatch::default();
-        record_deployment(&mut record_only, &follow, deployments);
-        record_only
-    };
+    // Written ahead: the plan's whole status, or the record alone.
+    let write_ahead = WriteAhead::plan(patch, &follow, deployments, rest, current);
+    let ahead = write_ahead.status(&follow, deployments, policy);
     match version {
         Some(version) => {
             if !write_status_at(ctx, object, &ahead, version).await? {
@@ -125,21 +105,9 @@ pub(super) async fn start_deployment(
         }
         None => write_status(ctx, object, &key(object), &ahead).await?,
     }
-    // What the write ahead said stays in the plan's patch.
-    let started = |patch: &mut StatusPatch| {
-        if keeps_record {
-            *patch = whole.clone();
-            Started::Recorded {
-                ahead: Some(Box::new(whole)),
-            }
-        } else {
-            record_deployment(patch, &follow, deployments);
-            Started::Recorded { ahead: None }
-        }
-    };
     if recorded_before && running_in_radius(ctx, &deployment_id).await? {
         tracing::info!(deployment = %deployment_id, "deployment already running in Radius; following it");
-        return Ok(started(patch));
+        return Ok(write_ahead.started(patch, &follow, deployments));
     }
     let request = DeploymentRequest {
         scope: &start.scope,
@@ -159,7 +127,7 @@ pub(super) async fn start_deployment(
         }) if code == DEPLOYMENT_ACTIVE => {
             // Exactly the deployment the plan named is running: follow it.
             tracing::info!(deployment = %deployment_id, "deployment already active; following it");
-            return Ok(started(patch));
+            return Ok(write_ahead.started(patch, &follow, deployments));
         }
         Err(error) => {
             tracing::info!(error = %error, "Radius refused the deployment");
@@ -179,7 +147,84 @@ pub(super) async fn start_deployment(
             .operations
             .started(&key(object), follow.encode(), token);
     }
-    Ok(started(patch))
+    Ok(write_ahead.started(patch, &follow, deployments))
+}
+
+/// The status a deployment's start writes ahead of its PUT.
+///
+/// What the plan's status ends as if the deployment starts: what it folded
+/// so far, the record, then its later status updates. Written ahead whole,
+/// it is the plan's only status write; unless those updates drop the record
+/// (a policy clearing the operation it starts), which must still be
+/// written ahead, so then only the record is.
+struct WriteAhead {
+    /// The plan's status as it ends if the deployment starts.
+    whole: StatusPatch,
+    /// `whole` still records the deployment, so it is what is written ahead.
+    keeps_record: bool,
+}
+
+impl WriteAhead {
+    /// `patch`: the plan's status so far; `rest`: its actions after this one.
+    fn plan(
+        patch: &StatusPatch,
+        follow: &ResumeToken,
+        deployments: &[String],
+        rest: &[TemplateAction],
+        current: &Current<'_>,
+    ) -> Self {
+        let mut whole = patch.clone();
+        record_deployment(&mut whole, follow, deployments);
+        let record = whole.operation.clone();
+        for action in rest {
+            if let TemplateAction::SetStatus(update) = action {
+                whole.template_update(current, update);
+            }
+        }
+        let keeps_record = whole.operation == record;
+        WriteAhead {
+            whole,
+            keeps_record,
+        }
+    }
+
+    /// The status to write ahead: the whole, naming the policy, or only
+    /// the record.
+    fn status(
+        &self,
+        follow: &ResumeToken,
+        deployments: &[String],
+        policy: &PolicyRef,
+    ) -> StatusPatch {
+        if self.keeps_record {
+            let mut named = self.whole.clone();
+            named.policy = Some(Some(policy.clone()));
+            named
+        } else {
+            let mut record_only = StatusPatch::default();
+            record_deployment(&mut record_only, follow, deployments);
+            record_only
+        }
+    }
+
+    /// The deployment started (or is followed): what the write ahead said
+    /// stays in the plan's `patch`.
+    fn started(
+        self,
+        patch: &mut StatusPatch,
+        follow: &ResumeToken,
+        deployments: &[String],
+    ) -> Started {
+        if self.keeps_record {
+            *patch = self.whole.clone();
+            Started::Recorded {
+                ahead: Some(Box::new(self.whole)),
+            }
+        } else {
+            record_deployment(patch, follow, deployments);
+            Started::Recorded { ahead: None }
+        }
+    }
 }
 
 /// Put in `patch` the deployment to follow by `token`, and the template's
