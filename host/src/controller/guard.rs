@@ -8,7 +8,8 @@
 //! that template's deployment scope. A rejected plan names the rejected action.
 
 use radwasm_policy_model::{
-    OperationResult, ResourceAction, ResourceObservation, TemplateAction, TemplateObservation,
+    CreateResource, OperationResult, ResourceAction, ResourceObservation, StartDeployment,
+    TemplateAction, TemplateObservation,
 };
 
 use radwasm_policy_model::scope;
@@ -102,66 +103,15 @@ pub fn check_template_plan(
             }
             TemplateAction::StartDeployment(start) => {
                 require_own_scope(index, action, own_scope(), &start.scope)?;
-                if deployment_in_flight {
-                    return Err(violation(
-                        index,
-                        action,
-                        "a deployment is already in flight for this template",
-                    ));
-                }
-                if started {
-                    return Err(violation(
-                        index,
-                        action,
-                        "a plan may start at most one deployment",
-                    ));
-                }
+                check_start(index, action, start, deployment_in_flight, started)?;
                 started = true;
-                if !valid_deployment_name(&start.deployment_name) {
-                    return Err(violation(
-                        index,
-                        action,
-                        "deployment name must be 1-64 characters of letters, digits, '-', '_', '.', '(' or ')'",
-                    ));
-                }
             }
-            TemplateAction::CreateResource(create) => {
-                if !radwasm_policy_model::is_object_name(&create.name) {
-                    return Err(violation(
-                        index,
-                        action,
-                        "name is not a valid Kubernetes object name (RFC 1123 subdomain)",
-                    ));
-                }
-                if let Err(error) = scope::parse_resource_id(&create.radius_id) {
-                    return Err(violation(index, action, format!("radius id: {error}")));
-                }
-            }
+            TemplateAction::CreateResource(create) => check_create(index, action, create)?,
             TemplateAction::DeleteResource(name) | TemplateAction::DetachResource(name) => {
-                if !observation
-                    .owned_resources
-                    .iter()
-                    .any(|owned| &owned.name == name)
-                {
-                    return Err(violation(
-                        index,
-                        action,
-                        "this template does not own a DeploymentResource of that name",
-                    ));
-                }
+                require_owned(index, action, observation, name)?;
             }
             TemplateAction::DeleteDeployment(id) => {
-                if !observation
-                    .deployments
-                    .iter()
-                    .any(|recorded| recorded.eq_ignore_ascii_case(id))
-                {
-                    return Err(violation(
-                        index,
-                        action,
-                        "not a deployment record this template started",
-                    ));
-                }
+                require_recorded(index, action, observation, id)?;
             }
             TemplateAction::SetStatus(update) => {
                 check_message(index, action, update.message.as_deref())?;
@@ -178,6 +128,102 @@ pub fn check_template_plan(
         }
     }
     Ok(())
+}
+
+/// A deployment may start only if none is in flight, only one per plan
+/// (`started`: an earlier action of the plan started one), and only under
+/// a name Radius takes.
+fn check_start(
+    index: usize,
+    action: &TemplateAction,
+    start: &StartDeployment,
+    deployment_in_flight: bool,
+    started: bool,
+) -> Result<(), Violation> {
+    if deployment_in_flight {
+        return Err(violation(
+            index,
+            action,
+            "a deployment is already in flight for this template",
+        ));
+    }
+    if started {
+        return Err(violation(
+            index,
+            action,
+            "a plan may start at most one deployment",
+        ));
+    }
+    if !valid_deployment_name(&start.deployment_name) {
+        return Err(violation(
+            index,
+            action,
+            "deployment name must be 1-64 characters of letters, digits, '-', '_', '.', '(' or ')'",
+        ));
+    }
+    Ok(())
+}
+
+/// A `DeploymentResource` is created under a valid object name, for a
+/// Radius id that parses.
+fn check_create(
+    index: usize,
+    action: &TemplateAction,
+    create: &CreateResource,
+) -> Result<(), Violation> {
+    if !radwasm_policy_model::is_object_name(&create.name) {
+        return Err(violation(
+            index,
+            action,
+            "name is not a valid Kubernetes object name (RFC 1123 subdomain)",
+        ));
+    }
+    if let Err(error) = scope::parse_resource_id(&create.radius_id) {
+        return Err(violation(index, action, format!("radius id: {error}")));
+    }
+    Ok(())
+}
+
+/// Only a `DeploymentResource` the template owns is deleted or detached.
+fn require_owned(
+    index: usize,
+    action: &TemplateAction,
+    observation: &TemplateObservation,
+    name: &str,
+) -> Result<(), Violation> {
+    if observation
+        .owned_resources
+        .iter()
+        .any(|owned| owned.name == name)
+    {
+        return Ok(());
+    }
+    Err(violation(
+        index,
+        action,
+        "this template does not own a DeploymentResource of that name",
+    ))
+}
+
+/// Only a deployment record the template started is deleted.
+fn require_recorded(
+    index: usize,
+    action: &TemplateAction,
+    observation: &TemplateObservation,
+    id: &str,
+) -> Result<(), Violation> {
+    if observation
+        .deployments
+        .iter()
+        .any(|recorded| recorded.eq_ignore_ascii_case(id))
+    {
+        return Ok(());
+    }
+    Err(violation(
+        index,
+        action,
+        "not a deployment record this template started",
+    ))
 }
 
 fn require_own_scope(
