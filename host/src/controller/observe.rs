@@ -11,9 +11,10 @@ use kube::{Resource, ResourceExt};
 use radwasm_policy_model as model;
 use sha2::{Digest, Sha256};
 
-use super::{Context, Error};
+use super::{Caches, Context, Error};
 use crate::crd::{
-    DeploymentResource, DeploymentTemplate, FailedRequest, LastFailure, ResourceOperation,
+    DeploymentResource, DeploymentTemplate, DeploymentTemplateStatus, FailedRequest, LastFailure,
+    ResourceOperation,
 };
 use crate::radius::{self, PollOutcome, ResumeToken};
 
@@ -107,7 +108,6 @@ pub async fn template(
     let spec = &spec_texts(object);
     let spec_hash = &spec_hash(spec);
     let namespace = object.namespace().unwrap_or_default();
-    let uid = object.uid().unwrap_or_default();
     // One clock reading for every age in the observation, so that two times
     // recorded in the same instant compare as equal.
     let now = k8s_openapi::jiff::Timestamp::now();
@@ -119,16 +119,59 @@ pub async fn template(
         status.failed_request.as_ref(),
     )
     .await;
-    // What the template owns: its own children (see `ownership`), and any
-    // other child already being deleted, which it waits for but cannot
-    // delete again. A child that is neither is not shown to its policy, so
-    // no plan can delete it: it is tracked by its own reconcile.
     let just_deployed: &[String] = match operation.as_ref().map(|op| &op.result) {
         Some(model::OperationResult::Succeeded { output_resources }) => output_resources,
         _ => &[],
     };
-    let owned_resources = ctx
-        .owners
+    let owned_resources = owned_resources(object, ctx, caches, just_deployed, now);
+    let last_failure = failure_record(status.last_failure.as_ref(), operation.as_ref());
+    let dependencies = dependencies(object, caches);
+    let dependency_cycle = dependency_cycle(&object.name_any(), |name| {
+        caches
+            .templates
+            .get(&ObjectRef::new(name).within(&namespace))
+            .map(|t| model::annotations::depends_on(t.annotations()))
+            .unwrap_or_default()
+    });
+
+    Ok(model::TemplateObservation {
+        meta: with_unwritten_tally(meta(object.meta()), ctx, object),
+        spec: model::TemplateSpec {
+            template: spec.template.clone(),
+            parameters: spec.parameters.clone(),
+            provider_config: spec.provider_config.clone(),
+        },
+        spec_hash: spec_hash.to_string(),
+        status: template_status(object, &status, spec_hash),
+        owned_resources,
+        operation,
+        dependencies,
+        last_failure,
+        dependency_cycle,
+        deployments: super::deployment_records::recorded(object),
+        deployed_age_ms: status
+            .last_deployed
+            .as_ref()
+            .map(|at| super::drift::age_ms(at.0, now)),
+        namespace: ctx.namespace_meta(&namespace),
+    })
+}
+
+/// What the template owns: its own children (see `ownership`;
+/// `just_deployed` are the outputs of a deployment that just succeeded),
+/// and any other child already being deleted, which it waits for but
+/// cannot delete again. A child that is neither is not shown to its policy,
+/// so no plan can delete it: it is tracked by its own reconcile.
+fn owned_resources(
+    object: &DeploymentTemplate,
+    ctx: &Context,
+    caches: &Caches,
+    just_deployed: &[String],
+    now: k8s_openapi::jiff::Timestamp,
+) -> Vec<model::OwnedResource> {
+    let namespace = object.namespace().unwrap_or_default();
+    let uid = object.uid().unwrap_or_default();
+    ctx.owners
         .get(&uid)
         .iter()
         .filter_map(|child| caches.resources.get(child))
@@ -155,11 +198,14 @@ pub async fn template(
                 .and_then(|s| s.missing_since.as_ref())
                 .map(|since| super::drift::age_ms(since.0, now)),
         })
-        .collect();
-    let last_failure = failure_record(status.last_failure.as_ref(), operation.as_ref());
+        .collect()
+}
 
+/// The templates this one names in `depends-on`, as the cache shows them.
+fn dependencies(object: &DeploymentTemplate, caches: &Caches) -> Vec<model::Dependency> {
+    let namespace = object.namespace().unwrap_or_default();
     let names = model::annotations::depends_on(object.annotations());
-    let dependencies = names
+    names
         .into_iter()
         .map(|name| {
             let found = caches
@@ -175,53 +221,33 @@ pub async fn template(
                 name,
             }
         })
-        .collect();
-    let dependency_cycle = dependency_cycle(&object.name_any(), |name| {
-        caches
-            .templates
-            .get(&ObjectRef::new(name).within(&namespace))
-            .map(|t| model::annotations::depends_on(t.annotations()))
-            .unwrap_or_default()
-    });
+        .collect()
+}
 
-    Ok(model::TemplateObservation {
-        meta: with_unwritten_tally(meta(object.meta()), ctx, object),
-        spec: model::TemplateSpec {
-            template: spec.template.clone(),
-            parameters: spec.parameters.clone(),
-            provider_config: spec.provider_config.clone(),
-        },
-        spec_hash: spec_hash.to_string(),
-        status: model::TemplateStatus {
-            phase: status.phrase.as_deref().and_then(|p| p.parse().ok()),
-            message: status.message.clone().unwrap_or_default(),
-            observed_generation: status.observed_generation.unwrap_or_default(),
-            status_hash: status.status_hash.as_ref().map(|stored| {
-                // The hash Radius's own controller wrote for this very spec
-                // means the same as radwasm's own: deployed, up to date.
-                if stored != spec_hash
-                    && super::radius_hash::written_by_radius_for(&object.spec, stored)
-                {
-                    spec_hash.to_string()
-                } else {
-                    stored.clone()
-                }
-            }),
-            output_resources: status.output_resources.clone(),
-            conditions: conditions(&status.conditions),
-        },
-        owned_resources,
-        operation,
-        dependencies,
-        last_failure,
-        dependency_cycle,
-        deployments: super::deployment_records::recorded(object),
-        deployed_age_ms: status
-            .last_deployed
-            .as_ref()
-            .map(|at| super::drift::age_ms(at.0, now)),
-        namespace: ctx.namespace_meta(&namespace),
-    })
+/// The template's status as its policy sees it.
+fn template_status(
+    object: &DeploymentTemplate,
+    status: &DeploymentTemplateStatus,
+    spec_hash: &str,
+) -> model::TemplateStatus {
+    model::TemplateStatus {
+        phase: status.phrase.as_deref().and_then(|p| p.parse().ok()),
+        message: status.message.clone().unwrap_or_default(),
+        observed_generation: status.observed_generation.unwrap_or_default(),
+        status_hash: status.status_hash.as_ref().map(|stored| {
+            // The hash Radius's own controller wrote for this very spec
+            // means the same as radwasm's own: deployed, up to date.
+            if stored != spec_hash
+                && super::radius_hash::written_by_radius_for(&object.spec, stored)
+            {
+                spec_hash.to_string()
+            } else {
+                stored.clone()
+            }
+        }),
+        output_resources: status.output_resources.clone(),
+        conditions: conditions(&status.conditions),
+    }
 }
 
 /// The shortest `depends-on` path from `start` back to itself, as names
