@@ -13,6 +13,7 @@ use kube::runtime::reflector;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
+use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::crd::{DeploymentResource, DeploymentTemplate};
@@ -215,56 +216,10 @@ pub async fn run_controllers(
     let (children_tx, children_rx) = tokio::sync::mpsc::unbounded_channel();
     ctx.set_resource_wakes(children_tx);
 
-    let (template_store, template_writer) = reflector::store();
-    let template_trigger = watcher(templates, watched.clone())
-        .default_backoff()
-        .modify(drop_managed_fields)
-        .inspect_ok(forget_deleted::<DeploymentTemplate>(ctx.clone()))
-        .reflect(template_writer)
-        .inspect_ok({
-            let ctx = ctx.clone();
-            move |event| ctx.dependents.observe(event)
-        })
-        .inspect_ok(ready_when_listed(ctx.clone(), readiness.clone()))
-        // A template that others depend on wakes them when it changes (its
-        // status included: that is what they wait for), or goes.
-        .inspect_ok({
-            let ctx = ctx.clone();
-            move |event| {
-                if let Some(changed) = touched(event) {
-                    let key = format!(
-                        "{}/{}",
-                        changed.namespace().unwrap_or_default(),
-                        changed.name_any()
-                    );
-                    for dependent in ctx.dependents.get(&key) {
-                        let _ = dependents_tx.send(dependent);
-                    }
-                }
-            }
-        });
-    let template_trigger = wake_ups(template_trigger, template_store.clone(), {
-        let ctx = ctx.clone();
-        move |object| written_by_controller(&ctx.memory, object)
-    });
-    let (resource_store, resource_writer) = reflector::store();
-    let resource_trigger = watcher(resources, watched)
-        .default_backoff()
-        .modify(drop_managed_fields)
-        .inspect_ok(forget_deleted::<DeploymentResource>(ctx.clone()))
-        .reflect(resource_writer)
-        // After the cache, so a child the index names is in the cache; and
-        // an expectation is met only once both show the child.
-        .inspect_ok({
-            let ctx = ctx.clone();
-            move |event| ctx.owners.observe(event)
-        })
-        .inspect_ok(ready_when_listed(ctx.clone(), readiness.clone()))
-        .inspect_ok(resource_seen(ctx.clone(), owners_tx));
-    let resource_trigger = wake_ups(resource_trigger, resource_store.clone(), {
-        let ctx = ctx.clone();
-        move |object| written_by_controller(&ctx.memory, object)
-    });
+    let (template_store, template_trigger) =
+        watch_templates(&ctx, templates, watched.clone(), &readiness, dependents_tx);
+    let (resource_store, resource_trigger) =
+        watch_resources(&ctx, resources, watched, &readiness, owners_tx);
 
     let _ = ctx.caches.set(Caches {
         templates: template_store.clone(),
@@ -309,6 +264,87 @@ pub async fn run_controllers(
     );
 
     tokio::join!(template_controller, resource_controller);
+}
+
+/// The templates' watch, into their cache (given back) and the index of
+/// dependents. Gives back too the templates it wakes; and a template that
+/// others depend on wakes them (`dependents`) when it changes (its status
+/// included: that is what they wait for), or goes.
+fn watch_templates(
+    ctx: &Arc<Context>,
+    templates: Api<DeploymentTemplate>,
+    watched: watcher::Config,
+    readiness: &Readiness,
+    dependents: UnboundedSender<ObjectRef<DeploymentTemplate>>,
+) -> (
+    reflector::Store<DeploymentTemplate>,
+    impl futures::Stream<Item = Result<DeploymentTemplate, watcher::Error>> + Send + 'static,
+) {
+    let (template_store, template_writer) = reflector::store();
+    let template_trigger = watcher(templates, watched)
+        .default_backoff()
+        .modify(drop_managed_fields)
+        .inspect_ok(forget_deleted::<DeploymentTemplate>(ctx.clone()))
+        .reflect(template_writer)
+        .inspect_ok({
+            let ctx = ctx.clone();
+            move |event| ctx.dependents.observe(event)
+        })
+        .inspect_ok(ready_when_listed(ctx.clone(), readiness.clone()))
+        .inspect_ok({
+            let ctx = ctx.clone();
+            move |event| {
+                if let Some(changed) = touched(event) {
+                    let key = format!(
+                        "{}/{}",
+                        changed.namespace().unwrap_or_default(),
+                        changed.name_any()
+                    );
+                    for dependent in ctx.dependents.get(&key) {
+                        let _ = dependents.send(dependent);
+                    }
+                }
+            }
+        });
+    let template_trigger = wake_ups(template_trigger, template_store.clone(), {
+        let ctx = ctx.clone();
+        move |object| written_by_controller(&ctx.memory, object)
+    });
+    (template_store, template_trigger)
+}
+
+/// The resources' watch, into their cache (given back) and the index of
+/// owners. Gives back too the resources it wakes; and a resource wakes its
+/// owner templates (`owners`, see [`resource_seen`]).
+fn watch_resources(
+    ctx: &Arc<Context>,
+    resources: Api<DeploymentResource>,
+    watched: watcher::Config,
+    readiness: &Readiness,
+    owners: UnboundedSender<ObjectRef<DeploymentTemplate>>,
+) -> (
+    reflector::Store<DeploymentResource>,
+    impl futures::Stream<Item = Result<DeploymentResource, watcher::Error>> + Send + 'static,
+) {
+    let (resource_store, resource_writer) = reflector::store();
+    let resource_trigger = watcher(resources, watched)
+        .default_backoff()
+        .modify(drop_managed_fields)
+        .inspect_ok(forget_deleted::<DeploymentResource>(ctx.clone()))
+        .reflect(resource_writer)
+        // After the cache, so a child the index names is in the cache; and
+        // an expectation is met only once both show the child.
+        .inspect_ok({
+            let ctx = ctx.clone();
+            move |event| ctx.owners.observe(event)
+        })
+        .inspect_ok(ready_when_listed(ctx.clone(), readiness.clone()))
+        .inspect_ok(resource_seen(ctx.clone(), owners));
+    let resource_trigger = wake_ups(resource_trigger, resource_store.clone(), {
+        let ctx = ctx.clone();
+        move |object| written_by_controller(&ctx.memory, object)
+    });
+    (resource_store, resource_trigger)
 }
 
 /// One kind's reconciles: woken by any of `triggers`, run by `crate::runner`
