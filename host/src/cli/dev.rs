@@ -72,47 +72,12 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
 
 async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     // Read the manifests first: a typo should fail before anything starts.
-    let mut documents = Vec::new();
-    if args.manifests.is_empty() && !args.no_example {
-        documents.extend(parse_manifests(
-            "deploy/examples/app.yaml (bundled)",
-            EXAMPLE_APP,
-        )?);
-    }
-    for path in &args.manifests {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        documents.extend(parse_manifests(&path.display().to_string(), &text)?);
-    }
+    let documents = read_manifests(&args)?;
 
     let shutdown = CancellationToken::new();
     cancel_on_signals(shutdown.clone());
 
-    let apiserver = radwasm_sim_apiserver::start(radwasm_sim_apiserver::ApiServerConfig {
-        bind: ([127, 0, 0, 1], args.api_port).into(),
-        ..Default::default()
-    })
-    .await
-    .context("starting the embedded Kubernetes API server")?;
-    apiserver.write_kubeconfig(&args.kubeconfig)?;
-    let radius = radwasm_sim_radius::start(radwasm_sim_radius::SimConfig {
-        bind: ([127, 0, 0, 1], args.radius_port).into(),
-        deploy_duration: args.radius_deploy_time,
-        delete_duration: args.radius_delete_time,
-        // Ask clients to poll again at once; the policy's own floor (100 ms)
-        // then sets the pace.
-        retry_after_secs: 0,
-        ..Default::default()
-    })
-    .await
-    .context("starting the Radius simulator")?;
-    println!(
-        "kubernetes API  {}  (kubeconfig {})",
-        apiserver.base_url(),
-        args.kubeconfig.display()
-    );
-    println!("radius (UCP)    {}", radius.base_url());
-
+    let (apiserver, radius) = start_simulators(&args).await?;
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&apiserver.kubeconfig_yaml())?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
     let client = Client::try_from(config.clone())?;
@@ -140,26 +105,8 @@ async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let applied = apply(&client, &documents).await?;
     let outcome = follow(&client, &applied, &args, &shutdown, &radius).await;
     summary(&client, &applied, &radius).await;
+    let code = report(outcome, applied.len(), args.timeout);
 
-    let code = match outcome {
-        Outcome::AllReady => {
-            println!("all {} templates Ready", applied.len());
-            ExitCode::SUCCESS
-        }
-        Outcome::Failed { name, message } => {
-            println!("template {name} Failed: {message}");
-            ExitCode::from(1)
-        }
-        Outcome::TimedOut { waiting } => {
-            println!(
-                "timed out after {:?}; not Ready: {}",
-                args.timeout,
-                waiting.join(", ")
-            );
-            ExitCode::from(1)
-        }
-        Outcome::Interrupted => ExitCode::from(130),
-    };
     if args.stay && !shutdown.is_cancelled() {
         println!(
             "staying up; try: kubectl --kubeconfig {} get deploymenttemplates,deploymentresources",
@@ -177,6 +124,82 @@ async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         tracing::debug!(%error, path = %args.kubeconfig.display(), "removing the sandbox kubeconfig");
     }
     Ok(code)
+}
+
+/// The documents of every manifest given, or of the bundled example when
+/// none is (unless `--no-example`).
+fn read_manifests(args: &DevArgs) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut documents = Vec::new();
+    if args.manifests.is_empty() && !args.no_example {
+        documents.extend(parse_manifests(
+            "deploy/examples/app.yaml (bundled)",
+            EXAMPLE_APP,
+        )?);
+    }
+    for path in &args.manifests {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        documents.extend(parse_manifests(&path.display().to_string(), &text)?);
+    }
+    Ok(documents)
+}
+
+/// Start the embedded Kubernetes API server (writing its kubeconfig) and
+/// the Radius simulator, and say where they listen.
+async fn start_simulators(
+    args: &DevArgs,
+) -> anyhow::Result<(
+    radwasm_sim_apiserver::ApiServer,
+    radwasm_sim_radius::RadiusSim,
+)> {
+    let apiserver = radwasm_sim_apiserver::start(radwasm_sim_apiserver::ApiServerConfig {
+        bind: ([127, 0, 0, 1], args.api_port).into(),
+        ..Default::default()
+    })
+    .await
+    .context("starting the embedded Kubernetes API server")?;
+    apiserver.write_kubeconfig(&args.kubeconfig)?;
+    let radius = radwasm_sim_radius::start(radwasm_sim_radius::SimConfig {
+        bind: ([127, 0, 0, 1], args.radius_port).into(),
+        deploy_duration: args.radius_deploy_time,
+        delete_duration: args.radius_delete_time,
+        // Ask clients to poll again at once; the policy's own floor (100 ms)
+        // then sets the pace.
+        retry_after_secs: 0,
+        ..Default::default()
+    })
+    .await
+    .context("starting the Radius simulator")?;
+    println!(
+        "kubernetes API  {}  (kubeconfig {})",
+        apiserver.base_url(),
+        args.kubeconfig.display()
+    );
+    println!("radius (UCP)    {}", radius.base_url());
+    Ok((apiserver, radius))
+}
+
+/// Say how following the `templates` applied ended, and the exit code
+/// that tells it.
+fn report(outcome: Outcome, templates: usize, timeout: Duration) -> ExitCode {
+    match outcome {
+        Outcome::AllReady => {
+            println!("all {templates} templates Ready");
+            ExitCode::SUCCESS
+        }
+        Outcome::Failed { name, message } => {
+            println!("template {name} Failed: {message}");
+            ExitCode::from(1)
+        }
+        Outcome::TimedOut { waiting } => {
+            println!(
+                "timed out after {timeout:?}; not Ready: {}",
+                waiting.join(", ")
+            );
+            ExitCode::from(1)
+        }
+        Outcome::Interrupted => ExitCode::from(130),
+    }
 }
 
 /// Split multi-document YAML into objects; the error names the file.
