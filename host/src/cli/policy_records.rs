@@ -233,6 +233,46 @@ struct Tally {
     by_kind: BTreeMap<String, usize>,
 }
 
+impl Tally {
+    /// Count a record the policy answered differently, by the action kinds
+    /// it differs in.
+    fn count_disagreement(&mut self, same_build: bool, kinds: &[String]) {
+        self.disagreed += 1;
+        if same_build {
+            self.same_build += 1;
+        }
+        for kind in kinds {
+            *self.by_kind.entry(kind.clone()).or_default() += 1;
+        }
+    }
+
+    /// Print the tallies of a replay of `files` record files.
+    fn print(&self, files: usize) {
+        let total = self.agreed + self.disagreed;
+        let percent = 100.0 * self.agreed as f64 / total as f64;
+        println!(
+            "{total} records from {files} file{}: {} agree, {} disagree ({percent:.1} % agree); {} unreadable lines",
+            if files == 1 { "" } else { "s" },
+            self.agreed,
+            self.disagreed,
+            self.unreadable
+        );
+        if !self.by_kind.is_empty() {
+            println!("records disagreeing, by action kind:");
+            let width = self.by_kind.keys().map(String::len).max().unwrap_or(0);
+            for (kind, count) in &self.by_kind {
+                println!("  {kind:width$}  {count}");
+            }
+        }
+        if self.same_build > 0 {
+            println!(
+                "{} disagreeing records were decided by this same policy build",
+                self.same_build
+            );
+        }
+    }
+}
+
 pub fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let files = record_files(&args.records)?;
     if files.is_empty() {
@@ -268,80 +308,68 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
                 tally.agreed += 1;
                 return;
             }
-            tally.disagreed += 1;
             let same_build = record.policy.digest == policy.digest();
-            if same_build {
-                tally.same_build += 1;
-            }
             let kinds = differing_kinds(&recorded, &replayed);
-            for kind in &kinds {
-                *tally.by_kind.entry(kind.clone()).or_default() += 1;
-            }
-            let mut report = format!(
-                "DIFF {name}:{} {} {} (decided by {}, {}, at {})",
-                line.number,
-                record.kind.as_str(),
-                record.object,
-                record.policy.display_name(),
-                record.role.as_str(),
-                record
-                    .at
-                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            );
-            let _ = write!(report, "\n     recorded: {}", recorded.summary());
-            let _ = write!(report, "\n     replayed: {}", replayed.summary());
-            let _ = write!(report, "\n     differs in: {}", kinds.join(", "));
-            if let (Answer::Plan(a), Answer::Plan(b)) = (&recorded, &replayed)
-                && let Some((index, was, now)) = first_difference(a, b)
-            {
-                let _ = write!(
-                    report,
-                    "\n     first difference, action {index}:\n       recorded {was}\n       replayed {now}"
-                );
-            }
-            if same_build {
-                report.push_str(
-                    "\n     note: recorded by this very policy build; the decision did not reproduce",
-                );
-            }
+            tally.count_disagreement(same_build, &kinds);
+            let place = format!("{name}:{}", line.number);
+            let report = disagreement(&place, &record, &recorded, &replayed, &kinds, same_build);
             println!("{report}");
         })?;
     }
-    let total = tally.agreed + tally.disagreed;
-    if total == 0 {
+    if tally.agreed + tally.disagreed == 0 {
         anyhow::bail!(
             "no decision record could be read from {} ({} unreadable lines)",
             display_paths(&args.records),
             tally.unreadable
         );
     }
-    let percent = 100.0 * tally.agreed as f64 / total as f64;
-    println!(
-        "{total} records from {} file{}: {} agree, {} disagree ({percent:.1} % agree); {} unreadable lines",
-        files.len(),
-        if files.len() == 1 { "" } else { "s" },
-        tally.agreed,
-        tally.disagreed,
-        tally.unreadable
-    );
-    if !tally.by_kind.is_empty() {
-        println!("records disagreeing, by action kind:");
-        let width = tally.by_kind.keys().map(String::len).max().unwrap_or(0);
-        for (kind, count) in &tally.by_kind {
-            println!("  {kind:width$}  {count}");
-        }
-    }
-    if tally.same_build > 0 {
-        println!(
-            "{} disagreeing records were decided by this same policy build",
-            tally.same_build
-        );
-    }
+    tally.print(files.len());
     Ok(if args.fail_on_diff && tally.disagreed > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What `replay` says of a record (at `place`, `FILE:LINE`) the policy
+/// answered differently: the recorded and the replayed answer, the action
+/// `kinds` they differ in, the first action that differs, and whether the
+/// record was made by this very policy build (`same_build`).
+fn disagreement(
+    place: &str,
+    record: &DecisionRecord,
+    recorded: &Answer,
+    replayed: &Answer,
+    kinds: &[String],
+    same_build: bool,
+) -> String {
+    let mut report = format!(
+        "DIFF {place} {} {} (decided by {}, {}, at {})",
+        record.kind.as_str(),
+        record.object,
+        record.policy.display_name(),
+        record.role.as_str(),
+        record
+            .at
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    );
+    let _ = write!(report, "\n     recorded: {}", recorded.summary());
+    let _ = write!(report, "\n     replayed: {}", replayed.summary());
+    let _ = write!(report, "\n     differs in: {}", kinds.join(", "));
+    if let (Answer::Plan(a), Answer::Plan(b)) = (recorded, replayed)
+        && let Some((index, was, now)) = first_difference(a, b)
+    {
+        let _ = write!(
+            report,
+            "\n     first difference, action {index}:\n       recorded {was}\n       replayed {now}"
+        );
+    }
+    if same_build {
+        report.push_str(
+            "\n     note: recorded by this very policy build; the decision did not reproduce",
+        );
+    }
+    report
 }
 
 fn short_digest(digest: &str) -> &str {
