@@ -106,15 +106,8 @@ impl RadiusClient {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let mut request = self.http.request(method.clone(), &url);
-            if let Some(token) = &self.endpoint.bearer {
-                request = request.bearer_auth(token);
-            }
-            if let Some(body) = body {
-                request = request.json(body);
-            }
             let started = std::time::Instant::now();
-            let sent = request.send().await;
+            let sent = self.request(&method, &url, body).send().await;
             self.observe(
                 &method,
                 sent.as_ref().map_or(0, |r| r.status().as_u16()),
@@ -150,17 +143,7 @@ impl RadiusClient {
                     if attempt >= policy.attempts
                         || hint.is_some_and(|h| h > policy.max_retry_after)
                     {
-                        if let Some(arm) = error::arm_error(status, &text)
-                            .filter(|_| status != 429 && status != 503)
-                        {
-                            return Err(arm);
-                        }
-                        return Err(RadiusError::Throttled {
-                            what: what.to_string(),
-                            status,
-                            attempts: attempt,
-                            retry_after: hint,
-                        });
+                        return Err(still_busy(what, status, &text, attempt, hint));
                     }
                     tracing::debug!(%what, attempt, status, retry_after_s = hint.map(|h| h.as_secs()), "Radius is busy; retrying");
                     hint
@@ -182,6 +165,46 @@ impl RadiusClient {
                 None => sleep(backoff.next()).await,
             }
         }
+    }
+
+    /// One attempt's request: with the endpoint's bearer token and the
+    /// JSON body, if any.
+    fn request(
+        &self,
+        method: &reqwest::Method,
+        url: &str,
+        body: Option<&Value>,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self.http.request(method.clone(), url);
+        if let Some(token) = &self.endpoint.bearer {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        request
+    }
+}
+
+/// Why a request answered busy (429 or 5xx) is given up, after its last
+/// attempt or when Radius asks to wait longer than one call waits: the ARM
+/// error Radius answered, if any (but for 429 and 503), else
+/// [`RadiusError::Throttled`].
+fn still_busy(
+    what: &str,
+    status: u16,
+    text: &str,
+    attempts: u32,
+    retry_after: Option<Duration>,
+) -> RadiusError {
+    if let Some(arm) = error::arm_error(status, text).filter(|_| status != 429 && status != 503) {
+        return arm;
+    }
+    RadiusError::Throttled {
+        what: what.to_string(),
+        status,
+        attempts,
+        retry_after,
     }
 }
 
