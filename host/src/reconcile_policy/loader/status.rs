@@ -11,6 +11,7 @@ use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::reconcile_policy::crd::ReconcilePolicy;
+use crate::reconcile_policy::registry::{Active, Entry};
 
 use super::{Loader, LoaderError, STATUS_FLUSH};
 
@@ -27,7 +28,49 @@ pub(super) async fn write_status(
     let Some(entry) = loader.registry.get(&name) else {
         return Ok(());
     };
-    let current = policy.status.clone().unwrap_or_default();
+    let condition = ready_condition(policy, &entry);
+    let (loaded_name, version, digest, worlds) = match &entry.active {
+        Some(active) => {
+            let description = active.policy.description();
+            (
+                Some(description.name.clone()),
+                Some(description.version.clone()),
+                Some(format!("sha256:{}", active.policy.digest())),
+                world_names(active),
+            )
+        }
+        None => (None, None, None, Vec::new()),
+    };
+    let patch = serde_json::json!({
+        "status": {
+            "observedGeneration": policy.meta().generation,
+            "conditions": [condition],
+            "name": loaded_name,
+            "version": version,
+            "digest": digest,
+            "worlds": worlds,
+            "verified": entry.active.as_ref().and_then(|a| a.verified.as_ref()).map(|v| serde_json::json!({
+                "reference": verified_reference(policy, &v.digest),
+                "key": v.key,
+            })),
+            "lastError": entry.problem.as_ref().map(|p| format!("{}: {}", p.reason, p.message)),
+        }
+    });
+    let api: Api<ReconcilePolicy> = Api::all(loader.client.clone());
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            LoaderError(format!(
+                "status of ReconcilePolicy {name}: {}",
+                crate::controller::describe_kube_error(&e)
+            ))
+        })
+}
+
+/// The policy's `Ready` condition: which version decides, or why none
+/// does; its transition time kept while its status stays.
+fn ready_condition(policy: &ReconcilePolicy, entry: &Entry) -> Condition {
     let (status, reason, message) = match (&entry.active, &entry.problem) {
         (Some(active), None) => (
             "True",
@@ -63,65 +106,35 @@ pub(super) async fn write_status(
         (None, Some(problem)) => ("False", problem.reason, problem.message.clone()),
         (None, None) => ("False", "Loading", "loading the first version".to_string()),
     };
+    let current = policy.status.clone().unwrap_or_default();
     let previous = current.conditions.iter().find(|c| c.type_ == "Ready");
     let since = match previous {
         Some(c) if c.status == status => c.last_transition_time.clone(),
         _ => Time(k8s_openapi::jiff::Timestamp::now()),
     };
-    let condition = Condition {
+    Condition {
         type_: "Ready".to_string(),
         status: status.to_string(),
         reason: reason.to_string(),
         message: message.chars().take(4096).collect(),
         observed_generation: policy.meta().generation,
         last_transition_time: since,
-    };
-    let (loaded_name, version, digest, worlds) = match &entry.active {
-        Some(active) => {
-            let description = active.policy.description();
-            let worlds = active.policy.worlds();
-            let role = if worlds.layer { "layer" } else { "policy" };
-            let mut names = Vec::new();
-            if worlds.template {
-                names.push(format!("template-{role}@{}", worlds.contract.version()));
-            }
-            if worlds.resource {
-                names.push(format!("resource-{role}@{}", worlds.contract.version()));
-            }
-            (
-                Some(description.name.clone()),
-                Some(description.version.clone()),
-                Some(format!("sha256:{}", active.policy.digest())),
-                names,
-            )
-        }
-        None => (None, None, None, Vec::new()),
-    };
-    let patch = serde_json::json!({
-        "status": {
-            "observedGeneration": policy.meta().generation,
-            "conditions": [condition],
-            "name": loaded_name,
-            "version": version,
-            "digest": digest,
-            "worlds": worlds,
-            "verified": entry.active.as_ref().and_then(|a| a.verified.as_ref()).map(|v| serde_json::json!({
-                "reference": verified_reference(policy, &v.digest),
-                "key": v.key,
-            })),
-            "lastError": entry.problem.as_ref().map(|p| format!("{}: {}", p.reason, p.message)),
-        }
-    });
-    let api: Api<ReconcilePolicy> = Api::all(loader.client.clone());
-    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
-        .map_err(|e| {
-            LoaderError(format!(
-                "status of ReconcilePolicy {name}: {}",
-                crate::controller::describe_kube_error(&e)
-            ))
-        })
+    }
+}
+
+/// The worlds the deciding version exports, as `status.worlds` names them
+/// (`template-policy@…`, `resource-layer@…`).
+fn world_names(active: &Active) -> Vec<String> {
+    let worlds = active.policy.worlds();
+    let role = if worlds.layer { "layer" } else { "policy" };
+    let mut names = Vec::new();
+    if worlds.template {
+        names.push(format!("template-{role}@{}", worlds.contract.version()));
+    }
+    if worlds.resource {
+        names.push(format!("resource-{role}@{}", worlds.contract.version()));
+    }
+    names
 }
 
 /// A refusal that makes the policy `Ready=False` even with a version
