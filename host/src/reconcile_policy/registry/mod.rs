@@ -364,67 +364,14 @@ impl PolicyRegistry {
             return Selection::Wait("the ReconcilePolicy objects are not listed yet".into());
         }
         let entries = self.read();
-        let shadows = |enforcing: Option<&str>| -> Vec<Shadow> {
-            entries
-                .values()
-                .filter(|e| e.mode == PolicyMode::Shadow && Some(e.name.as_str()) != enforcing)
-                .filter(|e| e.matches(subject))
-                .filter_map(|e| {
-                    Some(Shadow {
-                        name: e.name.clone(),
-                        policy: stacked(&entries, e).ok()?,
-                        counters: e.counters.clone(),
-                    })
-                })
-                .collect()
-        };
-        let chosen = |entry: &Entry, how: &str| match (&entry.active, &entry.problem) {
-            (Some(_), _) => match stacked(&entries, entry) {
-                Ok(policy) => Selection::Decide(Chosen {
-                    policy,
-                    reconcile_policy: Some(entry.name.clone()),
-                    counters: Some(entry.counters.clone()),
-                    shadows: shadows(Some(&entry.name)),
-                }),
-                Err(problem) if problem.reason == "BaseNotReady" && !problem.refused => {
-                    Selection::Wait(format!(
-                        "ReconcilePolicy {} ({how}): {}",
-                        entry.name, problem.message
-                    ))
-                }
-                Err(problem) => Selection::Refuse(format!(
-                    "ReconcilePolicy {} ({how}) cannot decide ({}: {}); Ready policies: {}",
-                    entry.name,
-                    problem.reason,
-                    problem.message,
-                    ready_names(&entries)
-                )),
-            },
-            (None, None) => Selection::Wait(format!(
-                "ReconcilePolicy {} ({how}) is loading its first version",
-                entry.name
-            )),
-            (None, Some(problem)) if waits_for_its_base(&entries, entry, problem) => {
-                Selection::Wait(format!(
-                    "ReconcilePolicy {} ({how}) waits for its base: {}",
-                    entry.name, problem.message
-                ))
-            }
-            (None, Some(problem)) => Selection::Refuse(format!(
-                "ReconcilePolicy {} ({how}) is not Ready ({}: {}); Ready policies: {}",
-                entry.name,
-                problem.reason,
-                problem.message,
-                ready_names(&entries)
-            )),
-        };
         // The annotation chooses among the policies whose selectors admit
         // the object: whoever can edit a template must not escape a
         // guardrail by naming a policy meant for others.
         if let Some(name) = subject.annotations.get(POLICY_ANNOTATION) {
             return match entries.get(name) {
                 Some(entry) if entry.matches(subject) => {
-                    chosen(entry, &format!("named by {POLICY_ANNOTATION}"))
+                    let how = format!("named by {POLICY_ANNOTATION}");
+                    chosen(&entries, subject, entry, &how)
                 }
                 Some(_) => Selection::Refuse(format!(
                     "annotation {POLICY_ANNOTATION} names ReconcilePolicy {name:?}, whose selectors do not admit this object (its labels, or its namespace's); policies that admit it: {}",
@@ -446,12 +393,15 @@ impl PolicyRegistry {
                     .then_with(|| a.name.cmp(&b.name))
             });
         match best {
-            Some(entry) => chosen(entry, &format!("selected, priority {}", entry.priority)),
+            Some(entry) => {
+                let how = format!("selected, priority {}", entry.priority);
+                chosen(&entries, subject, entry, &how)
+            }
             None => Selection::Decide(Chosen {
                 policy: self.fallback.current(),
                 reconcile_policy: None,
                 counters: None,
-                shadows: shadows(None),
+                shadows: shadows(&entries, subject, None),
             }),
         }
     }
@@ -488,6 +438,79 @@ impl BaseProblem {
             message: self.message,
         }
     }
+}
+
+/// What selection answers once `entry` is the policy for the object
+/// (`subject`; `how`: named or selected): it decides, with the shadows
+/// that watch, once its stack is loaded; else wait for it to load (or its
+/// base to), or refuse with why it cannot decide.
+fn chosen(
+    entries: &BTreeMap<String, Entry>,
+    subject: &Subject<'_>,
+    entry: &Entry,
+    how: &str,
+) -> Selection {
+    match (&entry.active, &entry.problem) {
+        (Some(_), _) => match stacked(entries, entry) {
+            Ok(policy) => Selection::Decide(Chosen {
+                policy,
+                reconcile_policy: Some(entry.name.clone()),
+                counters: Some(entry.counters.clone()),
+                shadows: shadows(entries, subject, Some(&entry.name)),
+            }),
+            Err(problem) if problem.reason == "BaseNotReady" && !problem.refused => {
+                Selection::Wait(format!(
+                    "ReconcilePolicy {} ({how}): {}",
+                    entry.name, problem.message
+                ))
+            }
+            Err(problem) => Selection::Refuse(format!(
+                "ReconcilePolicy {} ({how}) cannot decide ({}: {}); Ready policies: {}",
+                entry.name,
+                problem.reason,
+                problem.message,
+                ready_names(entries)
+            )),
+        },
+        (None, None) => Selection::Wait(format!(
+            "ReconcilePolicy {} ({how}) is loading its first version",
+            entry.name
+        )),
+        (None, Some(problem)) if waits_for_its_base(entries, entry, problem) => {
+            Selection::Wait(format!(
+                "ReconcilePolicy {} ({how}) waits for its base: {}",
+                entry.name, problem.message
+            ))
+        }
+        (None, Some(problem)) => Selection::Refuse(format!(
+            "ReconcilePolicy {} ({how}) is not Ready ({}: {}); Ready policies: {}",
+            entry.name,
+            problem.reason,
+            problem.message,
+            ready_names(entries)
+        )),
+    }
+}
+
+/// The `Shadow` policies that watch the object (`subject`), but the one
+/// enforcing for it; each with its stack, if that is loaded.
+fn shadows(
+    entries: &BTreeMap<String, Entry>,
+    subject: &Subject<'_>,
+    enforcing: Option<&str>,
+) -> Vec<Shadow> {
+    entries
+        .values()
+        .filter(|e| e.mode == PolicyMode::Shadow && Some(e.name.as_str()) != enforcing)
+        .filter(|e| e.matches(subject))
+        .filter_map(|e| {
+            Some(Shadow {
+                name: e.name.clone(),
+                policy: stacked(entries, e).ok()?,
+                counters: e.counters.clone(),
+            })
+        })
+        .collect()
 }
 
 /// An entry's loaded version over its base (for a layer), down to a policy
