@@ -181,24 +181,7 @@ async fn bring_up(binary: &Path) -> Result<(Node, RealCluster)> {
     let built = Instant::now();
     // The binaries first (a first build takes minutes), so that up_time
     // measures the node only.
-    let bins = run_blocking(|| {
-        let out = Command::new("bash")
-            .arg(realkube::repo_root().join("tests/node/build.sh"))
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .context("run tests/node/build.sh")?;
-        if !out.status.success() {
-            bail!(
-                "tests/node/build.sh failed ({}); its output is above",
-                out.status
-            );
-        }
-        Ok(())
-    })
-    .await;
-    bins?;
-    realkube::binaries().await?;
+    build_binaries().await?;
     let image_dir = tempfile::Builder::new().prefix("node-image-").tempdir()?;
     let archive = {
         let (binary, dir) = (binary.to_path_buf(), image_dir.path().to_path_buf());
@@ -210,44 +193,7 @@ async fn bring_up(binary: &Path) -> Result<(Node, RealCluster)> {
     );
 
     let started = Instant::now();
-    let result = async {
-        run_blocking(|| node_sh(&["up"]).map(drop)).await?;
-        let cluster = RealCluster::start_on(Listen {
-            address: IpAddr::V4(BRIDGE_ADDRESS),
-            service_cidr: SERVICE_CIDR.to_string(),
-            service_ip: IpAddr::V4(KUBERNETES_SERVICE_IP),
-        })
-        .await?;
-        let handle = cluster.handle();
-        // For `node.sh down`, should this process be killed: the control
-        // plane's dir (its processes die with this one).
-        std::fs::write(
-            "/run/radwasm-node/control-plane-dir",
-            handle.dir.display().to_string(),
-        )
-        .context("record the control plane's dir in /run/radwasm-node")?;
-        if let Ok(mut cleanup) = SHARED_CLEANUP.lock() {
-            *cleanup = Some(Cleanup {
-                kubeconfig: handle.kubeconfig.clone(),
-                pids: cluster.pids(),
-                dir: handle.dir.clone(),
-                keep: std::env::var(realkube::KEEP_ENV).is_ok_and(|v| v == "1"),
-            });
-        }
-        // SAFETY: registers a plain `extern "C" fn` with no arguments.
-        unsafe {
-            libc::atexit(stop_shared_node);
-        }
-        let kubeconfig = handle.kubeconfig.display().to_string();
-        let ca = handle.dir.join("ca.crt").display().to_string();
-        run_blocking(move || node_sh(&["start", &kubeconfig, &ca]).map(drop)).await?;
-        let archive = archive.display().to_string();
-        run_blocking(move || import_image(&archive)).await?;
-        wait_ready(&cluster).await?;
-        Ok::<_, anyhow::Error>(cluster)
-    }
-    .await;
-    let cluster = match result {
+    let cluster = match start_node(&archive).await {
         Ok(cluster) => cluster,
         Err(e) => {
             let tails = daemon_log_tails(&log_dir(), None, 40);
@@ -269,6 +215,69 @@ async fn bring_up(binary: &Path) -> Result<(Node, RealCluster)> {
         },
         cluster,
     ))
+}
+
+/// Build the node's binaries (`tests/node/build.sh`), and check the
+/// control plane's are there (`realkube::binaries`).
+async fn build_binaries() -> Result<()> {
+    run_blocking(|| {
+        let out = Command::new("bash")
+            .arg(realkube::repo_root().join("tests/node/build.sh"))
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .context("run tests/node/build.sh")?;
+        if !out.status.success() {
+            bail!(
+                "tests/node/build.sh failed ({}); its output is above",
+                out.status
+            );
+        }
+        Ok(())
+    })
+    .await?;
+    realkube::binaries().await?;
+    Ok(())
+}
+
+/// `node.sh up`, the control plane (recorded for the cleanup at exit),
+/// `node.sh start`, the controller image (`archive`) imported, and the
+/// Node Ready.
+async fn start_node(archive: &Path) -> Result<RealCluster> {
+    run_blocking(|| node_sh(&["up"]).map(drop)).await?;
+    let cluster = RealCluster::start_on(Listen {
+        address: IpAddr::V4(BRIDGE_ADDRESS),
+        service_cidr: SERVICE_CIDR.to_string(),
+        service_ip: IpAddr::V4(KUBERNETES_SERVICE_IP),
+    })
+    .await?;
+    let handle = cluster.handle();
+    // For `node.sh down`, should this process be killed: the control
+    // plane's dir (its processes die with this one).
+    std::fs::write(
+        "/run/radwasm-node/control-plane-dir",
+        handle.dir.display().to_string(),
+    )
+    .context("record the control plane's dir in /run/radwasm-node")?;
+    if let Ok(mut cleanup) = SHARED_CLEANUP.lock() {
+        *cleanup = Some(Cleanup {
+            kubeconfig: handle.kubeconfig.clone(),
+            pids: cluster.pids(),
+            dir: handle.dir.clone(),
+            keep: std::env::var(realkube::KEEP_ENV).is_ok_and(|v| v == "1"),
+        });
+    }
+    // SAFETY: registers a plain `extern "C" fn` with no arguments.
+    unsafe {
+        libc::atexit(stop_shared_node);
+    }
+    let kubeconfig = handle.kubeconfig.display().to_string();
+    let ca = handle.dir.join("ca.crt").display().to_string();
+    run_blocking(move || node_sh(&["start", &kubeconfig, &ca]).map(drop)).await?;
+    let archive = archive.display().to_string();
+    run_blocking(move || import_image(&archive)).await?;
+    wait_ready(&cluster).await?;
+    Ok(cluster)
 }
 
 async fn run_blocking<T: Send + 'static>(
