@@ -259,6 +259,222 @@ fn generate_pki(listen: &Listen) -> Result<Pki> {
     })
 }
 
+/// The control plane's certificates, keys and audit policy, as written
+/// in its dir.
+struct Files {
+    ca: PathBuf,
+    ca_key: PathBuf,
+    serving_cert: PathBuf,
+    serving_key: PathBuf,
+    sa_key: PathBuf,
+    sa_pub: PathBuf,
+    audit_policy: PathBuf,
+}
+
+impl Files {
+    fn write(d: &Path, pki: &Pki) -> Result<Files> {
+        Ok(Files {
+            ca: write(&d.join("ca.crt"), &pki.ca_cert)?,
+            ca_key: write(&d.join("ca.key"), &pki.ca_key)?,
+            serving_cert: write(&d.join("apiserver.crt"), &pki.serving_cert)?,
+            serving_key: write(&d.join("apiserver.key"), &pki.serving_key)?,
+            sa_key: write(&d.join("sa.key"), &pki.sa_private_key)?,
+            sa_pub: write(&d.join("sa.pub"), &pki.sa_public_key)?,
+            audit_policy: write(&d.join("audit-policy.yaml"), AUDIT_POLICY)?,
+        })
+    }
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// The admin kubeconfig (the admin client certificate, group
+/// `system:masters`) for `server`, written in `d`.
+fn write_admin_kubeconfig(d: &Path, server: &str, pki: &Pki) -> Result<PathBuf> {
+    let admin_user = format!(
+        "    client-certificate-data: {}\n    client-key-data: {}\n",
+        B64.encode(&pki.admin_cert),
+        B64.encode(&pki.admin_key)
+    );
+    write(
+        &d.join("admin.kubeconfig"),
+        &kubeconfig_yaml(server, &pki.ca_cert, "admin", &admin_user),
+    )
+}
+
+/// The control plane did not start: why, with the tails of its logs.
+fn fail(procs: &Procs, e: anyhow::Error) -> anyhow::Error {
+    anyhow!(
+        "the real control plane did not start: {e:#}{}",
+        procs.log_tails(40)
+    )
+}
+
+/// etcd's command line: one member, data in `d`, no fsync.
+fn etcd_args(d: &Path, etcd_url: &str, peer_url: &str) -> Vec<String> {
+    vec![
+        "--name=realkube".to_string(),
+        format!("--data-dir={}", path(&d.join("etcd"))),
+        format!("--listen-client-urls={etcd_url}"),
+        format!("--advertise-client-urls={etcd_url}"),
+        format!("--listen-peer-urls={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!("--initial-cluster=realkube={peer_url}"),
+        "--unsafe-no-fsync=true".to_string(),
+        "--log-level=warn".to_string(),
+    ]
+}
+
+/// Until etcd says it is healthy (or a process of the control plane
+/// exits, or [`ETCD_READY`] passes).
+async fn etcd_ready(procs: &mut Procs, etcd_url: &str) -> Result<()> {
+    let http = reqwest::Client::builder().no_proxy().build()?;
+    let deadline = Instant::now() + ETCD_READY;
+    loop {
+        procs.check_running()?;
+        if let Ok(resp) = http.get(format!("{etcd_url}/health")).send().await
+            && resp.status().is_success()
+            && resp.text().await.unwrap_or_default().contains("true")
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("etcd not healthy after {ETCD_READY:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What kube-apiserver's command line is made of.
+struct ApiServerArgs<'a> {
+    /// The control plane's dir.
+    dir: &'a Path,
+    listen: &'a Listen,
+    etcd_url: &'a str,
+    api_port: u16,
+    /// Its URL, also the service accounts' issuer.
+    server: &'a str,
+    files: &'a Files,
+}
+
+impl ApiServerArgs<'_> {
+    /// kube-apiserver's command line (off loopback, the admin certificate
+    /// it reaches kubelets with is written too).
+    fn args(&self, pki: &Pki) -> Result<Vec<String>> {
+        let Self {
+            dir: d,
+            listen,
+            etcd_url,
+            api_port,
+            server,
+            files,
+        } = *self;
+        let mut apiserver_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            format!("--bind-address={}", listen.address),
+            format!("--advertise-address={}", listen.address),
+            format!("--secure-port={api_port}"),
+            format!("--cert-dir={}", path(d)),
+            format!("--tls-cert-file={}", path(&files.serving_cert)),
+            format!("--tls-private-key-file={}", path(&files.serving_key)),
+            format!("--client-ca-file={}", path(&files.ca)),
+            "--authorization-mode=Node,RBAC".to_string(),
+            // Off by default upstream, on in some distributions (OpenShift):
+            // setting `blockOwnerDeletion` in an ownerReference needs
+            // `update` on the owner's `finalizers` subresource. On here so
+            // that the rule deploy/rbac.yaml has for it is exercised.
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".to_string(),
+            format!("--service-account-issuer={server}"),
+            format!("--service-account-key-file={}", path(&files.sa_pub)),
+            format!("--service-account-signing-key-file={}", path(&files.sa_key)),
+            format!("--service-cluster-ip-range={}", listen.service_cidr),
+            // Upstream's default: `/debug/pprof` for the admin, which the
+            // controller benchmark reads to profile the API server's side.
+            "--profiling=true".to_string(),
+            format!("--audit-policy-file={}", path(&files.audit_policy)),
+            format!("--audit-log-path={}", path(&d.join(AUDIT_LOG))),
+            "--audit-log-format=json".to_string(),
+        ];
+        if listen.address.is_loopback() {
+            // The `kubernetes` Service's endpoints would be the advertise
+            // address, which Endpoints validation refuses when it is
+            // loopback (an error every reconcile); manage none.
+            apiserver_args.push("--endpoint-reconciler-type=none".to_string());
+        } else {
+            // Pods reach the API server through the `kubernetes` Service
+            // (the default `lease` reconciler keeps its endpoints), and
+            // `kubectl logs` goes through the API server to the kubelet,
+            // which trusts this cluster's CA.
+            let admin_cert = write(&d.join("admin.crt"), &pki.admin_cert)?;
+            let admin_key = write(&d.join("admin.key"), &pki.admin_key)?;
+            apiserver_args.extend([
+                format!("--kubelet-client-certificate={}", path(&admin_cert)),
+                format!("--kubelet-client-key={}", path(&admin_key)),
+                "--kubelet-preferred-address-types=InternalIP".to_string(),
+            ]);
+        }
+        Ok(apiserver_args)
+    }
+}
+
+/// Until kube-apiserver answers `/readyz` (or a process of the control
+/// plane exits, or [`APISERVER_READY`] passes).
+async fn apiserver_ready(procs: &mut Procs, client: &Client) -> Result<()> {
+    let deadline = Instant::now() + APISERVER_READY;
+    loop {
+        procs.check_running()?;
+        let req = http::Request::get("/readyz").body(Vec::new())?;
+        if client.request_text(req).await.is_ok() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("kube-apiserver not ready after {APISERVER_READY:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// kube-controller-manager's command line: every controller, with the
+/// admin kubeconfig, signing with the cluster's CA.
+fn controller_manager_args(kubeconfig: &Path, files: &Files) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", path(kubeconfig)),
+        "--controllers=*".to_string(),
+        "--use-service-account-credentials=false".to_string(),
+        format!("--service-account-private-key-file={}", path(&files.sa_key)),
+        format!("--root-ca-file={}", path(&files.ca)),
+        format!("--cluster-signing-cert-file={}", path(&files.ca)),
+        format!("--cluster-signing-key-file={}", path(&files.ca_key)),
+        "--leader-elect=false".to_string(),
+        "--bind-address=127.0.0.1".to_string(),
+        "--secure-port=0".to_string(),
+        "--profiling=false".to_string(),
+    ]
+}
+
+/// Until kube-controller-manager works: once its service-account
+/// controller has made the `default` ServiceAccount of the `default`
+/// namespace (or a process of the control plane exits, or
+/// [`CONTROLLER_MANAGER_READY`] passes).
+async fn controller_manager_ready(procs: &mut Procs, client: &Client) -> Result<()> {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    let deadline = Instant::now() + CONTROLLER_MANAGER_READY;
+    loop {
+        procs.check_running()?;
+        if sas.get_opt("default").await?.is_some() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "kube-controller-manager made no default ServiceAccount in \
+                 {CONTROLLER_MANAGER_READY:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn write(path: &Path, contents: &str) -> Result<PathBuf> {
     std::fs::write(path, contents).with_context(|| format!("write {}", path.display()))?;
     Ok(path.to_path_buf())
@@ -335,13 +551,7 @@ impl RealCluster {
         }
         let d = dir.path();
         let pki = generate_pki(listen)?;
-        let ca = write(&d.join("ca.crt"), &pki.ca_cert)?;
-        let ca_key = write(&d.join("ca.key"), &pki.ca_key)?;
-        let serving_cert = write(&d.join("apiserver.crt"), &pki.serving_cert)?;
-        let serving_key = write(&d.join("apiserver.key"), &pki.serving_key)?;
-        let sa_key = write(&d.join("sa.key"), &pki.sa_private_key)?;
-        let sa_pub = write(&d.join("sa.pub"), &pki.sa_public_key)?;
-        let audit_policy = write(&d.join("audit-policy.yaml"), AUDIT_POLICY)?;
+        let files = Files::write(d, &pki)?;
 
         let (etcd_port, l1) = free_port()?;
         let (peer_port, l2) = free_port()?;
@@ -354,171 +564,41 @@ impl RealCluster {
             std::net::SocketAddr::new(listen.address, api_port)
         );
 
-        let admin_user = format!(
-            "    client-certificate-data: {}\n    client-key-data: {}\n",
-            B64.encode(&pki.admin_cert),
-            B64.encode(&pki.admin_key)
-        );
-        let kubeconfig = write(
-            &d.join("admin.kubeconfig"),
-            &kubeconfig_yaml(&server, &pki.ca_cert, "admin", &admin_user),
-        )?;
+        let kubeconfig = write_admin_kubeconfig(d, &server, &pki)?;
 
         let mut procs = Procs::default();
-        let fail = |procs: &Procs, e: anyhow::Error| -> anyhow::Error {
-            anyhow!(
-                "the real control plane did not start: {e:#}{}",
-                procs.log_tails(40)
-            )
-        };
 
-        let path = |p: &Path| p.display().to_string();
-        let etcd_args = vec![
-            "--name=realkube".to_string(),
-            format!("--data-dir={}", path(&d.join("etcd"))),
-            format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"),
-            format!("--listen-peer-urls={peer_url}"),
-            format!("--initial-advertise-peer-urls={peer_url}"),
-            format!("--initial-cluster=realkube={peer_url}"),
-            "--unsafe-no-fsync=true".to_string(),
-            "--log-level=warn".to_string(),
-        ];
+        let etcd_args = etcd_args(d, &etcd_url, &peer_url);
         procs.spawn(d, &bins.join("etcd"), "etcd", &etcd_args)?;
-        let etcd_ready = async {
-            let http = reqwest::Client::builder().no_proxy().build()?;
-            let deadline = Instant::now() + ETCD_READY;
-            loop {
-                procs.check_running()?;
-                if let Ok(resp) = http.get(format!("{etcd_url}/health")).send().await
-                    && resp.status().is_success()
-                    && resp.text().await.unwrap_or_default().contains("true")
-                {
-                    return Ok::<_, anyhow::Error>(());
-                }
-                if Instant::now() > deadline {
-                    bail!("etcd not healthy after {ETCD_READY:?}");
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        };
-        if let Err(e) = etcd_ready.await {
+        if let Err(e) = etcd_ready(&mut procs, &etcd_url).await {
             return Err(fail(&procs, e));
         }
         let etcd_done = started.elapsed();
 
-        let mut apiserver_args = vec![
-            format!("--etcd-servers={etcd_url}"),
-            format!("--bind-address={}", listen.address),
-            format!("--advertise-address={}", listen.address),
-            format!("--secure-port={api_port}"),
-            format!("--cert-dir={}", path(d)),
-            format!("--tls-cert-file={}", path(&serving_cert)),
-            format!("--tls-private-key-file={}", path(&serving_key)),
-            format!("--client-ca-file={}", path(&ca)),
-            "--authorization-mode=Node,RBAC".to_string(),
-            // Off by default upstream, on in some distributions (OpenShift):
-            // setting `blockOwnerDeletion` in an ownerReference needs
-            // `update` on the owner's `finalizers` subresource. On here so
-            // that the rule deploy/rbac.yaml has for it is exercised.
-            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".to_string(),
-            format!("--service-account-issuer={server}"),
-            format!("--service-account-key-file={}", path(&sa_pub)),
-            format!("--service-account-signing-key-file={}", path(&sa_key)),
-            format!("--service-cluster-ip-range={}", listen.service_cidr),
-            // Upstream's default: `/debug/pprof` for the admin, which the
-            // controller benchmark reads to profile the API server's side.
-            "--profiling=true".to_string(),
-            format!("--audit-policy-file={}", path(&audit_policy)),
-            format!("--audit-log-path={}", path(&d.join(AUDIT_LOG))),
-            "--audit-log-format=json".to_string(),
-        ];
-        if listen.address.is_loopback() {
-            // The `kubernetes` Service's endpoints would be the advertise
-            // address, which Endpoints validation refuses when it is
-            // loopback (an error every reconcile); manage none.
-            apiserver_args.push("--endpoint-reconciler-type=none".to_string());
-        } else {
-            // Pods reach the API server through the `kubernetes` Service
-            // (the default `lease` reconciler keeps its endpoints), and
-            // `kubectl logs` goes through the API server to the kubelet,
-            // which trusts this cluster's CA.
-            let admin_cert = write(&d.join("admin.crt"), &pki.admin_cert)?;
-            let admin_key = write(&d.join("admin.key"), &pki.admin_key)?;
-            apiserver_args.extend([
-                format!("--kubelet-client-certificate={}", path(&admin_cert)),
-                format!("--kubelet-client-key={}", path(&admin_key)),
-                "--kubelet-preferred-address-types=InternalIP".to_string(),
-            ]);
-        }
-        procs.spawn(
-            d,
-            &bins.join("kube-apiserver"),
-            "kube-apiserver",
-            &apiserver_args,
-        )?;
+        let apiserver = ApiServerArgs {
+            dir: d,
+            listen,
+            etcd_url: &etcd_url,
+            api_port,
+            server: &server,
+            files: &files,
+        };
+        let apiserver_args = apiserver.args(&pki)?;
+        let kube_apiserver = bins.join("kube-apiserver");
+        procs.spawn(d, &kube_apiserver, "kube-apiserver", &apiserver_args)?;
         let client = match client_for(&kubeconfig).await {
             Ok(c) => c,
             Err(e) => return Err(fail(&procs, e)),
         };
-        let apiserver_ready = async {
-            let deadline = Instant::now() + APISERVER_READY;
-            loop {
-                procs.check_running()?;
-                let req = http::Request::get("/readyz").body(Vec::new())?;
-                if client.request_text(req).await.is_ok() {
-                    return Ok::<_, anyhow::Error>(());
-                }
-                if Instant::now() > deadline {
-                    bail!("kube-apiserver not ready after {APISERVER_READY:?}");
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        };
-        if let Err(e) = apiserver_ready.await {
+        if let Err(e) = apiserver_ready(&mut procs, &client).await {
             return Err(fail(&procs, e));
         }
         let apiserver_done = started.elapsed();
 
-        let kcm_args = vec![
-            format!("--kubeconfig={}", path(&kubeconfig)),
-            "--controllers=*".to_string(),
-            "--use-service-account-credentials=false".to_string(),
-            format!("--service-account-private-key-file={}", path(&sa_key)),
-            format!("--root-ca-file={}", path(&ca)),
-            format!("--cluster-signing-cert-file={}", path(&ca)),
-            format!("--cluster-signing-key-file={}", path(&ca_key)),
-            "--leader-elect=false".to_string(),
-            "--bind-address=127.0.0.1".to_string(),
-            "--secure-port=0".to_string(),
-            "--profiling=false".to_string(),
-        ];
-        procs.spawn(
-            d,
-            &bins.join("kube-controller-manager"),
-            "kube-controller-manager",
-            &kcm_args,
-        )?;
-        // Working once its service-account controller has made the
-        // `default` ServiceAccount of the `default` namespace.
-        let kcm_ready = async {
-            let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
-            let deadline = Instant::now() + CONTROLLER_MANAGER_READY;
-            loop {
-                procs.check_running()?;
-                if sas.get_opt("default").await?.is_some() {
-                    return Ok::<_, anyhow::Error>(());
-                }
-                if Instant::now() > deadline {
-                    bail!(
-                        "kube-controller-manager made no default ServiceAccount in \
-                         {CONTROLLER_MANAGER_READY:?}"
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        };
-        if let Err(e) = kcm_ready.await {
+        let kcm_args = controller_manager_args(&kubeconfig, &files);
+        let kcm = bins.join("kube-controller-manager");
+        procs.spawn(d, &kcm, "kube-controller-manager", &kcm_args)?;
+        if let Err(e) = controller_manager_ready(&mut procs, &client).await {
             return Err(fail(&procs, e));
         }
         let startup = started.elapsed();
