@@ -105,6 +105,71 @@ pub async fn binaries() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// A free port for each of Radius's listeners.
+fn free_ports() -> Result<Ports> {
+    let (p1, l1) = free_port()?;
+    let (p2, l2) = free_port()?;
+    let (p3, l3) = free_port()?;
+    let (p4, l4) = free_port()?;
+    let (p5, l5) = free_port()?;
+    drop((l1, l2, l3, l4, l5));
+    Ok(Ports {
+        postgres: p1,
+        down: p5,
+        ucp: p2,
+        applications_rp: p3,
+        dynamic_rp: p4,
+    })
+}
+
+/// Write in `d` the built-in providers' manifests and the configuration
+/// files of ucpd and both resource providers (`engine_url`: the deployment
+/// engine's).
+fn write_configs(
+    d: &Path,
+    bins: &Path,
+    ports: &Ports,
+    db: &Postgres,
+    engine_url: &str,
+) -> Result<()> {
+    let manifests = d.join("manifests");
+    write_manifests(
+        &bins.join("src/deploy/manifest/built-in-providers/dev"),
+        &manifests,
+        ports,
+        engine_url,
+    )?;
+    let terraform = d.join("terraform");
+    std::fs::create_dir_all(&terraform)?;
+    let configs = [
+        ("ucp.yaml", ucp_config(ports, db, engine_url, &manifests)),
+        (
+            "applications-rp.yaml",
+            provider_config(
+                "applications-rp",
+                ports.applications_rp,
+                ports.ucp,
+                &db.url("applications_rp"),
+                &terraform,
+            ),
+        ),
+        (
+            "dynamic-rp.yaml",
+            provider_config(
+                "dynamic-rp",
+                ports.dynamic_rp,
+                ports.ucp,
+                &db.url("ucp"),
+                &terraform,
+            ),
+        ),
+    ];
+    for (name, text) in &configs {
+        std::fs::write(d.join(name), text)?;
+    }
+    Ok(())
+}
+
 fn free_port() -> Result<(u16, TcpListener)> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("bind 127.0.0.1:0")?;
     Ok((listener.local_addr()?.port(), listener))
@@ -156,19 +221,7 @@ impl RealRadius {
         std::fs::copy(&kube.kubeconfig, home.join(".kube/config"))
             .context("copy the cluster's kubeconfig for Radius")?;
 
-        let (p1, l1) = free_port()?;
-        let (p2, l2) = free_port()?;
-        let (p3, l3) = free_port()?;
-        let (p4, l4) = free_port()?;
-        let (p5, l5) = free_port()?;
-        drop((l1, l2, l3, l4, l5));
-        let ports = Ports {
-            postgres: p1,
-            down: p5,
-            ucp: p2,
-            applications_rp: p3,
-            dynamic_rp: p4,
-        };
+        let ports = free_ports()?;
         let ucp_url = format!("http://127.0.0.1:{}{PATH_BASE}", ports.ucp);
 
         install_encryption_key(kube).await?;
@@ -189,44 +242,7 @@ impl RealRadius {
         })
         .await?;
 
-        let manifests = d.join("manifests");
-        write_manifests(
-            &bins.join("src/deploy/manifest/built-in-providers/dev"),
-            &manifests,
-            &ports,
-            &engine.base_url(),
-        )?;
-        let terraform = d.join("terraform");
-        std::fs::create_dir_all(&terraform)?;
-        let configs = [
-            (
-                "ucp.yaml",
-                ucp_config(&ports, &db, &engine.base_url(), &manifests),
-            ),
-            (
-                "applications-rp.yaml",
-                provider_config(
-                    "applications-rp",
-                    ports.applications_rp,
-                    ports.ucp,
-                    &db.url("applications_rp"),
-                    &terraform,
-                ),
-            ),
-            (
-                "dynamic-rp.yaml",
-                provider_config(
-                    "dynamic-rp",
-                    ports.dynamic_rp,
-                    ports.ucp,
-                    &db.url("ucp"),
-                    &terraform,
-                ),
-            ),
-        ];
-        for (name, text) in &configs {
-            std::fs::write(d.join(name), text)?;
-        }
+        write_configs(d, bins, &ports, &db, &engine.base_url())?;
         let env = [
             ("HOME", home.display().to_string()),
             (
