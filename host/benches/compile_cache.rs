@@ -1,4 +1,4 @@
-//! The engine's compile cache (`host/src/policy/compile_cache.rs`) against
+//! The engine's compile cache (`crates/policy-runtime/src/compile_cache.rs`) against
 //! wasmtime's own (`Config::cache`, the `cache` feature), on the same
 //! components: the embedded default policy and any component files given.
 //!
@@ -19,14 +19,17 @@
 //! wasmtime's cache in the directory. Figures are in
 //! `docs/benchmarks-policy-activation.md`, "The compile cache against
 //! wasmtime's".
-#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test or benchmark scenario reads top to bottom as one story"
+)]
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use radwasm::policy::{DiskCacheConfig, EngineOptions, PolicyEngine};
+use radwasm::policy::{DiskCacheConfig, EngineOptions};
 use sha2::{Digest, Sha256};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::SubscriberExt;
@@ -94,7 +97,7 @@ fn child(cache: &str, dir: &Path, component: &str, loads: usize) -> Result<(), S
                 tracing_subscriber::registry().with(took.clone()),
             )
             .map_err(|error| error.to_string())?;
-            let engine = PolicyEngine::with_options(
+            let engine = radwasm::policy::engine_with_options(
                 radwasm::policy::Limits::default(),
                 EngineOptions {
                     compile_cache: Some(DiskCacheConfig::new(dir)),

@@ -8,8 +8,10 @@
 //! - [`runner`]: the queue and runner every controller runs on;
 //! - [`reconcile_policy`]: `ReconcilePolicy` objects, their loader and the
 //!   registry that chooses the policy for each object;
-//! - [`policy`]: where policy components come from, loading and running
-//!   guests, decision records;
+//! - [`policy`]: the policy runtime, from the workspace's crates
+//!   `radwasm-policy-fetch` (sources, registries, signatures) and
+//!   `radwasm-policy-runtime` (loading and running guests, decision
+//!   records), and the default policy built into the binary;
 //! - [`radius`]: the Radius (UCP) client;
 //! - [`kube_client`]: the Kubernetes client, counting (and, with
 //!   `--kube-api-qps`, pacing) its requests;
@@ -30,7 +32,6 @@ pub mod cli;
 pub mod controller;
 pub mod crd;
 pub mod crd_schema;
-mod error_chain;
 pub mod go_text;
 pub mod kube_client;
 pub mod leader;
@@ -43,6 +44,10 @@ pub mod runner;
 pub mod scaffold;
 
 pub mod telemetry;
+
+/// An error's causes as one message (from `radwasm-policy-fetch`, whose
+/// messages need it too).
+use radwasm_policy_fetch::error_chain;
 
 /// The `User-Agent` of every request radwasm sends: to Kubernetes (where the
 /// API server names the field manager of a write after the part before

@@ -6,7 +6,10 @@
 //! The registry must be installed (`apt-get install docker-registry`; CI's
 //! `.ci/run` installs it). Without it these tests fail and say so: they are
 //! never skipped silently.
-#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test or benchmark scenario reads top to bottom as one story"
+)]
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -530,6 +533,7 @@ async fn pushing_a_file_that_is_not_a_policy_is_refused_before_any_request() {
     let options = OciOptions {
         insecure_registries: vec![addr.clone()],
         auth: None,
+        user_agent: radwasm::USER_AGENT,
     };
     let error = oci::push(&reference, b"not WebAssembly at all\n", &options)
         .await
@@ -762,6 +766,7 @@ async fn credentials_from_flags_the_environment_and_a_dockerconfigjson() {
     let options = OciOptions {
         insecure_registries: vec![registry.addr.clone()],
         auth: Some(credentials),
+        user_agent: radwasm::USER_AGENT,
     };
     let pulled = oci::pull(&reference, &options).await.expect("pull");
     assert_eq!(pulled.component, DEFAULT_POLICY);

@@ -16,7 +16,7 @@ fn guest(name: &str) -> PathBuf {
 }
 
 fn engine() -> PolicyEngine {
-    PolicyEngine::new(Limits {
+    radwasm::policy::engine(Limits {
         fuel: 20_000_000,
         memory_bytes: 16 << 20,
         concurrent_decisions: 8,

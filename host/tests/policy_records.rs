@@ -2,7 +2,10 @@
 //! default policy's fixture cases through the library's recorder, then
 //! `radwasm policy replay` and `radwasm policy record-to-case` run as the
 //! real binary.
-#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test or benchmark scenario reads top to bottom as one story"
+)]
 
 use radwasm_test_support::{output_text as text, repository as repo};
 use std::collections::BTreeSet;
@@ -10,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use radwasm::policy::records::{self, DecisionRecord, RecordArgs, Recorder, Role};
+use radwasm::policy::records::{self, DecisionRecord, Recorder, RecorderSettings, Role};
 use radwasm::policy::{Limits, LoadedPolicy, PolicyEngine};
 use radwasm_policy_model::{Observation, cases};
 use serde_json::Value;
@@ -30,7 +33,7 @@ fn guest(name: &str) -> String {
 }
 
 fn engine() -> PolicyEngine {
-    PolicyEngine::new(Limits::default()).expect("engine")
+    radwasm::policy::engine(Limits::default()).expect("engine")
 }
 
 fn default_policy() -> LoadedPolicy {
@@ -69,11 +72,11 @@ fn observations() -> Vec<Observation> {
 /// Decide each observation with `policy` and record it through a recorder
 /// writing to `directory` (small files, so there are several).
 fn record_all(policy: &LoadedPolicy, observations: &[Observation], directory: &Path) {
-    let recorder = Recorder::from_args(&RecordArgs {
-        decision_records_dir: Some(directory.to_path_buf()),
-        decision_records_max_file_bytes: 64 << 10,
-        decision_records_max_files: 1000,
-        decision_ring: 0,
+    let recorder = Recorder::start(RecorderSettings {
+        directory: Some(directory.to_path_buf()),
+        max_file_bytes: 64 << 10,
+        max_files: 1000,
+        ..RecorderSettings::default()
     })
     .expect("recorder");
     for observation in observations {
@@ -336,7 +339,7 @@ fn every_record_becomes_a_case_the_recording_policy_passes() {
 #[test]
 fn policy_errors_replay_and_become_expected_errors_sandbox_failures_do_not() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let misbehaving = PolicyEngine::new(Limits {
+    let misbehaving = radwasm::policy::engine(Limits {
         fuel: 2_000_000,
         ..Limits::default()
     })

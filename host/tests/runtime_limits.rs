@@ -2,13 +2,16 @@
 //! build (many core instances, large tables), and the compile cache on disk
 //! shared by engines (a restarted controller, the next `radwasm policy`
 //! command).
-#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test or benchmark scenario reads top to bottom as one story"
+)]
 
 use std::path::{Path, PathBuf};
 
 use radwasm::policy::{
-    DiskCacheConfig, EngineOptions, Limits, LoadCounter, LoadError, LoadOutcome, PolicyEngine,
-    PoolLimits, embedded,
+    DiskCacheConfig, EngineOptions, Limits, LoadError, LoadOutcome, PolicyEngine, PoolLimits,
+    embedded,
 };
 use radwasm_policy_model::{ObjectMeta, TemplateObservation};
 use wasmparser::{Parser, Payload};
@@ -22,12 +25,12 @@ fn limits() -> Limits {
 }
 
 fn engine_with(pool: PoolLimits, compile_cache: Option<DiskCacheConfig>) -> PolicyEngine {
-    PolicyEngine::with_options(
+    radwasm::policy::engine_with_options(
         limits(),
         EngineOptions {
             pool,
             compile_cache,
-            loads: LoadCounter::default(),
+            ..EngineOptions::default()
         },
     )
     .expect("engine")

@@ -2,7 +2,7 @@
 //! with a documented JSON form.
 //!
 //! These types mirror `wit/policy.wit` one to one. The host converts them to
-//! and from the WIT bindings in one place (`host/src/policy/convert.rs`), guests
+//! and from the WIT bindings in one place (`crates/policy-runtime/src/convert.rs`), guests
 //! do the same in `radwasm-policy-sdk`, and fixture files, `radwasm policy run`
 //! and `radwasm policy test` use the JSON form defined here. Field names are
 //! camelCase; enums are externally tagged (`"addFinalizer"`,

@@ -29,7 +29,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use radwasm::crd::DeploymentTemplate;
-use radwasm::policy::{Limits, PolicyEngine, PolicySlot};
+use radwasm::policy::{Limits, PolicySlot};
 use radwasm::reconcile_policy::ReconcilePolicy;
 use radwasm::reconcile_policy::registry::{Active, PolicyRegistry, Selection, Subject};
 use serde_json::{Value, json};
@@ -465,7 +465,7 @@ pub async fn swap(options: &Options, server: Server) -> anyhow::Result<()> {
         // everything else (SHA-256, checks, linking, `describe`). The
         // engine keeps every component it compiled: the RSS growth per new
         // digest (the loaded policies themselves are dropped).
-        let engine = PolicyEngine::new(Limits::default())?;
+        let engine = radwasm::policy::engine(Limits::default())?;
         // Warm-up: the engine's first compile sets up what every later one
         // reuses.
         engine
@@ -996,8 +996,11 @@ fn selection_policies(n: usize, one_matches: bool) -> Vec<(String, Value)> {
 
 /// `PolicyRegistry::select` timed in this process, in ns per call.
 fn select_cost(policies: &[(String, Value)]) -> anyhow::Result<f64> {
-    let engine = PolicyEngine::new(Limits::default())?;
-    let slot = PolicySlot::load(engine, radwasm::policy::Source::BuiltIn)?;
+    let engine = radwasm::policy::engine(Limits::default())?;
+    let slot = PolicySlot::load(
+        engine,
+        radwasm::policy::Source::BuiltIn(radwasm::policy::embedded::DEFAULT),
+    )?;
     let registry = PolicyRegistry::new(slot.clone());
     registry.set_listed();
     for (name, spec) in policies {

@@ -294,7 +294,7 @@ async fn apply(
                 anyhow::anyhow!(
                     "creating {} {shown}: {}",
                     types.kind,
-                    crate::controller::describe_kube_error(&error)
+                    crate::kube_client::describe_kube_error(&error)
                 )
             })?;
         println!("applied         {} {shown}", types.kind);

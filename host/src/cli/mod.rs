@@ -20,6 +20,7 @@ pub mod policy_sign;
 pub mod policy_sign_blob;
 pub mod policy_test;
 pub mod policy_verify_certificate;
+pub mod record_args;
 pub mod run;
 pub mod runtime_args;
 #[cfg(feature = "dev")]

@@ -4,7 +4,7 @@
 
 use clap::Args;
 
-use crate::policy::{Limits, LoadCounter, LoadedPolicy, PolicyEngine, Source};
+use crate::policy::{Limits, LoadCounter, LoadedPolicy, PolicyEngine, embedded};
 
 /// Which policy to load and the sandbox limits to run it under.
 #[derive(Debug, Args)]
@@ -44,7 +44,7 @@ impl PolicyArgs {
     /// Load the policy named on the command line; also its size in bytes.
     pub fn load_with_size(&self) -> anyhow::Result<(LoadedPolicy, usize)> {
         let options = self.runtime.engine_options(LoadCounter::default())?;
-        let engine = PolicyEngine::with_options(self.limits(), options)?;
+        let engine = crate::policy::engine_with_options(self.limits(), options)?;
         let (loaded, size) = load_one(&engine, &self.wasm)?;
         if self.bases.is_empty() {
             return Ok((loaded, size));
@@ -82,7 +82,7 @@ impl PolicyArgs {
 
 /// One policy from a path, or `default`; also its size in bytes.
 fn load_one(engine: &PolicyEngine, wasm: &str) -> anyhow::Result<(LoadedPolicy, usize)> {
-    let fetched = Source::parse(wasm).fetch_local()?;
+    let fetched = embedded::source(wasm).fetch_local()?;
     let loaded = engine.load_bytes(&fetched.source_name, &fetched.bytes)?;
     Ok((loaded, fetched.bytes.len()))
 }

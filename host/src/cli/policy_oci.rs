@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::policy::source::oci::{self, Credentials, OciError, OciOptions};
-use crate::policy::{Limits, LoadedPolicy, PolicyEngine, Source};
+use crate::policy::{Limits, LoadedPolicy, embedded};
 
 /// Environment variable with the registry user name (or `--username`).
 pub const USERNAME_ENV: &str = "RADWASM_REGISTRY_USERNAME";
@@ -93,6 +93,7 @@ impl RegistryArgs {
         Ok(OciOptions {
             insecure_registries: self.insecure_registries.clone(),
             auth,
+            user_agent: crate::USER_AGENT,
         })
     }
 }
@@ -100,7 +101,7 @@ impl RegistryArgs {
 /// `radwasm policy push <wasm> <oci-ref>`.
 pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     let options = args.registry.options()?;
-    let fetched = Source::parse(&args.wasm).fetch_local()?;
+    let fetched = embedded::source(&args.wasm).fetch_local()?;
     let (source, bytes) = (fetched.source_name, fetched.bytes);
     // The very bytes that are pushed, loaded as `policy check` loads them.
     let loaded = validate(&source, &bytes).context("not pushed: it is not a valid policy")?;
@@ -154,7 +155,7 @@ pub(super) fn with_reference(error: OciError, reference: &str) -> anyhow::Error 
 }
 
 fn validate(source: &str, bytes: &[u8]) -> anyhow::Result<LoadedPolicy> {
-    let engine = PolicyEngine::new(Limits::default())?;
+    let engine = crate::policy::engine(Limits::default())?;
     Ok(engine.load_bytes(source, bytes)?)
 }
 

@@ -1,5 +1,5 @@
 //! `radwasm policy sign|verify`: cosign signatures of policy artifacts in
-//! OCI registries, in cosign's own format (`policy/trust/`), so that
+//! OCI registries, in cosign's own format (`crates/policy-fetch/src/trust/`), so that
 //! `cosign verify --key` accepts what `policy sign` writes and `policy
 //! verify` accepts what `cosign sign --key` writes. Keys are cosign's: a
 //! `cosign generate-key-pair` private key (password from `COSIGN_PASSWORD`)

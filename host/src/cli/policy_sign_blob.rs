@@ -1,7 +1,7 @@
 //! `radwasm policy sign|verify` of a module file (a blob), as `cosign
 //! sign-blob` and `cosign verify-blob` do: the signature is the base64 ECDSA
 //! P-256 signature of the file's SHA-256, written beside it as `<file>.sig`
-//! (`policy/trust/blob.rs`). What the controller checks for a ConfigMap
+//! (`crates/policy-fetch/src/trust/blob.rs`). What the controller checks for a ConfigMap
 //! module and for its `--policy` file.
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! (`cosign sign --certificate --certificate-chain`) checked offline against
 //! a platform's CA, as `cosign verify --certificate-chain` checks it and as
 //! the controller checks `spec.verify.certificate`
-//! (`policy/trust/certificate.rs`).
+//! (`crates/policy-fetch/src/trust/certificate.rs`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -12,11 +12,12 @@ use anyhow::Context as _;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use super::record_args::RecordArgs;
 use crate::controller::{self, Context, Options};
 use crate::leader::{LeaderElector, LeaseSettings, TermEnd};
 use crate::metrics::{self, Metrics, Readiness};
-use crate::policy::records::{RecordArgs, Recorder};
-use crate::policy::{Limits, PolicyEngine, PolicySlot, Source};
+use crate::policy::records::Recorder;
+use crate::policy::{Limits, PolicyEngine, PolicySlot, embedded};
 use crate::radius::{Endpoint, RadiusClient, RetryPolicy};
 use crate::reconcile_policy::PolicyRegistry;
 use crate::reconcile_policy::loader::{self, Loader};
@@ -177,7 +178,7 @@ pub async fn kube_config(path: Option<&PathBuf>) -> anyhow::Result<kube::Config>
 /// The metrics registry, with the decision recorder `args` ask for
 /// registered in it (and its ring served on `/debug/decisions`).
 pub fn metrics_and_records(args: &ControllerArgs) -> anyhow::Result<(Arc<Metrics>, Recorder)> {
-    let records = Recorder::from_args(&args.records)?;
+    let records = Recorder::start(args.records.settings())?;
     let metrics = Arc::new(Metrics::default().with_decision_records(&records));
     Ok((metrics, records))
 }
@@ -229,9 +230,9 @@ impl ControllerHost {
                 "--require-signatures: the compile cache on disk is not used; every module is compiled from its verified bytes"
             );
         }
-        let engine = PolicyEngine::with_options(limits, options)?;
+        let engine = crate::policy::engine_with_options(limits, options)?;
         let gate = args.trust.policy_gate(&args.policy, metrics.clone())?;
-        let policy = PolicySlot::load_gated(engine.clone(), Source::parse(&args.policy), gate)
+        let policy = PolicySlot::load_gated(engine.clone(), embedded::source(&args.policy), gate)
             .with_context(|| format!("loading policy {}", args.policy))?;
         tracing::info!(policy = %policy.current().display_name(), digest = %policy.current().digest(), "policy loaded");
         let throttle = crate::kube_client::Throttle::new(args.kube_api_qps, args.kube_api_burst);

@@ -9,7 +9,7 @@ use clap::Args;
 
 use crate::metrics::Metrics;
 use crate::policy::trust::blob::{KeyFiles, signature_name};
-use crate::policy::{FileGate, Source};
+use crate::policy::{FileGate, Source, embedded};
 
 /// The `reconcile_policy` label of `radwasm_policy_verifications_total`
 /// for the checks of the `--policy` file.
@@ -45,7 +45,7 @@ impl TrustArgs {
         policy: &str,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<Option<FileGate>> {
-        if !matches!(Source::parse(policy), Source::File(_)) {
+        if !matches!(embedded::source(policy), Source::File(_)) {
             return Ok(None);
         }
         let Some(keys) = &self.policy_verify_keys else {

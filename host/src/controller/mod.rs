@@ -41,6 +41,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::crd::{DeploymentResource, DeploymentTemplate};
+use crate::kube_client::describe_kube_error;
 use crate::metrics::Metrics;
 use crate::radius::RadiusClient;
 use crate::reconcile_policy::PolicyRegistry;
@@ -70,7 +71,7 @@ pub struct Context {
     namespaces: std::sync::OnceLock<reflector::Store<PartialObjectMeta<Namespace>>>,
     pub metrics: Arc<Metrics>,
     /// Events.
-    pub recorders: events::EventRecorders,
+    pub recorders: crate::kube_client::events::EventRecorders,
     /// Decision records (`docs/decision-records.md`); off unless asked for.
     pub decision_records: crate::policy::records::Recorder,
     /// Bounded per-object memory: error backoff, pacing, our last writes.
@@ -117,7 +118,7 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
-            recorders: events::EventRecorders::new(&client, &reporter),
+            recorders: crate::kube_client::events::EventRecorders::new(&client, &reporter),
             client,
             radius,
             policies,
@@ -269,31 +270,6 @@ impl Error {
             Error::Radius(error) => format!("Radius: {error}"),
             Error::NotStarted | Error::Conflict(_) => self.to_string(),
         }
-    }
-}
-
-/// A Kubernetes client error as a person reads it: the API server's message
-/// (and the field causes it lists, one per line), not a debug dump.
-pub fn describe_kube_error(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => {
-            let mut text = format!("{} ({})", status.message, status.code);
-            if let Some(details) = &status.details {
-                for cause in &details.causes {
-                    text.push_str(&format!(
-                        "\n  {}: {}",
-                        if cause.field.is_empty() {
-                            "-"
-                        } else {
-                            &cause.field
-                        },
-                        cause.message
-                    ));
-                }
-            }
-            text
-        }
-        other => other.to_string(),
     }
 }
 

@@ -29,7 +29,7 @@ use crate::crd::{DeploymentResource, DeploymentTemplate, VERSION};
 use crate::crd_schema;
 use crate::metrics::{Metrics, Readiness};
 
-use super::events::EventRecorders;
+use crate::kube_client::events::EventRecorders;
 
 /// The fix, as the log line, `/readyz` and the Event say it.
 pub const FIX: &str = "apply radwasm's CRDs: `radwasm crds --group radapp.io | kubectl apply --server-side --force-conflicts -f -` (or `kubectl apply --server-side --force-conflicts -f deploy/crds/`)";

@@ -2,7 +2,8 @@
 //! layer that counts every request by verb, resource and status code
 //! (`radwasm_kube_requests_total`), the way controller-runtime's
 //! `rest_client_requests_total` does, but with the verb and resource a
-//! reader needs to see which call a change saves.
+//! reader needs to see which call a change saves; and the reader of
+//! ConfigMaps and Secrets the policy sources use ([`KubeReader`]).
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -15,7 +16,10 @@ use tower::{Layer, Service};
 
 use crate::metrics::Metrics;
 
+mod cluster_reader;
+pub mod events;
 mod throttle;
+pub use cluster_reader::KubeReader;
 pub use throttle::Throttle;
 
 /// A client for `config` whose requests are counted in `metrics` and, with
@@ -172,6 +176,31 @@ fn method_verb(method: &Method) -> &'static str {
         Method::DELETE => "delete",
         Method::HEAD => "head",
         _ => "other",
+    }
+}
+
+/// A Kubernetes client error as a person reads it: the API server's message
+/// (and the field causes it lists, one per line), not a debug dump.
+pub fn describe_kube_error(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => {
+            let mut text = format!("{} ({})", status.message, status.code);
+            if let Some(details) = &status.details {
+                for cause in &details.causes {
+                    text.push_str(&format!(
+                        "\n  {}: {}",
+                        if cause.field.is_empty() {
+                            "-"
+                        } else {
+                            &cause.field
+                        },
+                        cause.message
+                    ));
+                }
+            }
+            text
+        }
+        other => other.to_string(),
     }
 }
 

@@ -70,7 +70,7 @@ pub struct ShadowLabels {
     pub outcome: &'static str,
 }
 
-/// The policy runtime's metrics (`host/src/policy/`, decided from
+/// The policy runtime's metrics (`crates/policy-runtime`, decided from
 /// `host/src/controller/driver/`).
 pub(super) struct DecisionMetrics {
     decisions: Family<DecisionLabels, Counter>,

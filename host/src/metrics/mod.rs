@@ -83,6 +83,8 @@ impl Metrics {
 }
 
 #[cfg(test)]
+mod records_tests;
+#[cfg(test)]
 mod tests {
     use std::time::Duration;
 

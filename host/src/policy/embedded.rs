@@ -8,6 +8,18 @@ pub const DEFAULT_POLICY: &[u8] = include_bytes!(env!("RADWASM_DEFAULT_POLICY_WA
 /// The name the embedded policy is loaded under in messages.
 pub const DEFAULT_POLICY_SOURCE: &str = "<embedded default policy>";
 
+/// The embedded default policy as a source's built-in component.
+pub const DEFAULT: super::BuiltIn = super::BuiltIn {
+    name: DEFAULT_POLICY_SOURCE,
+    bytes: DEFAULT_POLICY,
+};
+
+/// The policy a command line names: `default` is the embedded default
+/// policy, anything else a file.
+pub fn source(text: &str) -> super::Source {
+    super::Source::parse(text, DEFAULT)
+}
+
 /// Load the embedded default policy into `engine`.
 pub fn load_default(engine: &super::PolicyEngine) -> Result<super::LoadedPolicy, super::LoadError> {
     engine.load_bytes(DEFAULT_POLICY_SOURCE, DEFAULT_POLICY)

@@ -1,29 +1,42 @@
-//! The wasm policy runtime: where components come from ([`source`]),
-//! loading and validating guests, running one decision per fresh sandboxed
-//! instance, and converting between the JSON model and the WIT contract.
+//! The policy runtime as radwasm uses it. The runtime itself is two crates
+//! of this workspace, re-exported here so the host names everything
+//! `policy::...`:
+//!
+//! - `radwasm-policy-fetch` (`crates/policy-fetch`): where components come
+//!   from ([`source`], OCI registries included) and whether to trust them
+//!   ([`trust`]), with no Kubernetes dependency: the host reads ConfigMaps
+//!   and Secrets for it (`kube_client::KubeReader`);
+//! - `radwasm-policy-runtime` (`crates/policy-runtime`): loading and
+//!   validating guests, running one decision per fresh sandboxed instance,
+//!   the policy slot, decision records and the WIT files.
+//!
+//! What stays here is radwasm's own: the default policy built into the
+//! binary ([`embedded`]), the engine every layer decides over it with
+//! ([`engine`]).
 
-pub mod bindings;
-mod compile_cache;
-mod convert;
 pub mod embedded;
-mod options;
-mod pool;
-pub mod records;
-mod runtime;
-mod sandbox;
-pub mod slot;
-pub mod source;
-pub mod trust;
-pub mod validate;
-pub mod wit;
+#[cfg(test)]
+pub(crate) mod records_tests;
+#[cfg(test)]
+mod slot_tests;
 
-pub use compile_cache::{COMPILED_KEPT, DiskCacheConfig, LoadCounter, LoadLabels, LoadOutcome};
-pub use options::EngineOptions;
-pub use pool::{Misfit, POOL_CAPS, PoolLimits, PoolMisfit};
-pub use runtime::{
-    Decision, DecisionError, DecisionLimits, Limits, LoadedPolicy, PolicyEngine, digest,
+pub use radwasm_policy_fetch::{
+    BuiltIn, ClusterReader, ConfigMapData, Fetched, Fetcher, Source, SourceError, error_chain,
+    source, trust,
 };
-pub use sandbox::{GuestLog, LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOG_MESSAGES};
-pub use slot::{FileGate, PolicySlot, Reload, SlotError};
-pub use source::{Fetched, Fetcher, Source, SourceError};
-pub use validate::{LoadError, Worlds};
+pub use radwasm_policy_runtime::*;
+
+/// An engine with the given sandbox limits whose layers decide over the
+/// built-in default policy.
+pub fn engine(limits: Limits) -> anyhow::Result<PolicyEngine> {
+    engine_with_options(limits, EngineOptions::default())
+}
+
+/// [`engine`] with pool limits, a disk cache and a load counter.
+pub fn engine_with_options(
+    limits: Limits,
+    mut options: EngineOptions,
+) -> anyhow::Result<PolicyEngine> {
+    options.base.get_or_insert(embedded::DEFAULT);
+    PolicyEngine::with_options(limits, options)
+}

@@ -85,6 +85,7 @@ fn options(addr: &str) -> OciOptions {
     OciOptions {
         insecure_registries: vec![addr.to_string()],
         auth: None,
+        user_agent: radwasm::USER_AGENT,
     }
 }
 

@@ -153,6 +153,7 @@ impl Registry {
         OciOptions {
             insecure_registries: vec![self.addr.clone()],
             auth: None,
+            user_agent: radwasm::USER_AGENT,
         }
     }
 

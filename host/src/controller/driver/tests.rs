@@ -1,6 +1,6 @@
 use super::*;
 use crate::controller::worker_fuel::{HEADROOM, WORKER_FUEL_CEILING, WORKER_FUEL_FLOOR};
-use crate::policy::{Limits, PolicyEngine, embedded};
+use crate::policy::{Limits, embedded};
 
 /// A new template (nothing deployed yet, so the policy reads the whole
 /// template) of `containers` containers.
@@ -48,7 +48,7 @@ type Ask = fn(
 const ASK: Ask = LoadedPolicy::decide_template;
 
 fn default_policy() -> LoadedPolicy {
-    let engine = PolicyEngine::new(Limits::default()).expect("engine");
+    let engine = crate::policy::engine(Limits::default()).expect("engine");
     let policy = embedded::load_default(&engine).expect("the default policy");
     assert!(!policy.uses_wasi(), "the default policy imports no WASI");
     policy

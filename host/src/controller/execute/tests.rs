@@ -32,7 +32,7 @@ use crate::crd::{
 };
 use crate::metrics::Metrics;
 use crate::policy::records::Recorder;
-use crate::policy::{Limits, PolicyEngine, PolicySlot, Source};
+use crate::policy::{Limits, PolicySlot, Source};
 use crate::radius::{DeploymentRequest, Endpoint, RadiusClient, ResumeToken, RetryPolicy};
 use crate::reconcile_policy::PolicyRegistry;
 
@@ -196,8 +196,9 @@ fn default_policy() -> PolicySlot {
             concurrent_decisions: 1,
             ..Limits::default()
         };
-        let engine = PolicyEngine::new(limits).expect("a policy engine");
-        PolicySlot::load(engine, Source::BuiltIn).expect("the default policy")
+        let engine = crate::policy::engine(limits).expect("a policy engine");
+        PolicySlot::load(engine, Source::BuiltIn(crate::policy::embedded::DEFAULT))
+            .expect("the default policy")
     })
     .clone()
 }

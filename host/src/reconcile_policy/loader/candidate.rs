@@ -8,7 +8,7 @@ use radwasm_policy_model::cases;
 use sha2::{Digest, Sha256};
 
 use crate::policy::source::{SecretRef, Source};
-use crate::policy::{self, LoadError, LoadedPolicy};
+use crate::policy::{self, LoadError, LoadedPolicy, embedded};
 use crate::reconcile_policy::crd::{PolicyModule, ReconcilePolicy, ReconcilePolicySpec};
 use crate::reconcile_policy::registry::{Active, Problem};
 
@@ -220,7 +220,7 @@ pub(super) fn check_spec(
     }
     if module.builtin.is_some() {
         // `default` is the only built-in policy.
-        return Ok(Source::BuiltIn);
+        return Ok(Source::BuiltIn(embedded::DEFAULT));
     }
     if let Some(config_map) = &module.config_map {
         if config_map.namespace.is_empty()
@@ -311,7 +311,6 @@ pub(super) async fn fetch_cases(
         .map_err(|error| problem("FetchFailed", error.to_string()))?;
     let cases: Vec<(String, String)> = config_map
         .data
-        .unwrap_or_default()
         .into_iter()
         .filter(|(k, _)| k.ends_with(".json"))
         .collect();

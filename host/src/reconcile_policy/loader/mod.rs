@@ -32,7 +32,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::crd::{ReconcilePolicy, ReconcilePolicySpec};
 use super::registry::{PolicyRegistry, Problem};
-use crate::controller::events::EventRecorders;
+use crate::kube_client::KubeReader;
+use crate::kube_client::events::EventRecorders;
 use crate::policy::source;
 use crate::policy::{Fetcher, PolicyEngine};
 use crate::runner::{self, objects};
@@ -83,7 +84,11 @@ impl Loader {
         policy_namespace: String,
     ) -> anyhow::Result<Self> {
         Ok(Self {
-            fetcher: Fetcher::new(client.clone(), insecure_registries)?,
+            fetcher: Fetcher::new(
+                Some(Arc::new(KubeReader(client.clone()))),
+                insecure_registries,
+                crate::USER_AGENT,
+            )?,
             client,
             registry,
             engine,

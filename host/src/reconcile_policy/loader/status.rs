@@ -63,7 +63,7 @@ pub(super) async fn write_status(
         .map_err(|e| {
             LoaderError(format!(
                 "status of ReconcilePolicy {name}: {}",
-                crate::controller::describe_kube_error(&e)
+                crate::kube_client::describe_kube_error(&e)
             ))
         })
 }

@@ -96,7 +96,7 @@ fn a_spec_names_exactly_one_module_source_with_the_digests_it_needs() {
 
 #[test]
 fn every_case_must_pass_and_the_refusal_names_the_failing_ones() {
-    let engine = PolicyEngine::new(crate::policy::Limits {
+    let engine = crate::policy::engine(crate::policy::Limits {
         concurrent_decisions: 2,
         ..Default::default()
     })

@@ -112,7 +112,7 @@ pub(super) async fn trusted(
     loader: &Loader,
 ) -> Result<Option<Trusted>, Problem> {
     let Some(verify) = &policy.spec.verify else {
-        if loader.require_signatures && !matches!(source, Source::BuiltIn) {
+        if loader.require_signatures && !matches!(source, Source::BuiltIn(_)) {
             let error = TrustError::Required {
                 source_name: source.to_string(),
             };

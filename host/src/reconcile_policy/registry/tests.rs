@@ -1,14 +1,15 @@
 use super::*;
-use crate::policy::{Limits, PolicyEngine, Source};
+use crate::policy::{Limits, Source};
 use serde_json::json;
 
 fn registry() -> PolicyRegistry {
-    let engine = PolicyEngine::new(Limits {
+    let engine = crate::policy::engine(Limits {
         concurrent_decisions: 2,
         ..Limits::default()
     })
     .expect("engine");
-    let slot = PolicySlot::load(engine, Source::BuiltIn).expect("default policy");
+    let slot = PolicySlot::load(engine, Source::BuiltIn(crate::policy::embedded::DEFAULT))
+        .expect("default policy");
     let registry = PolicyRegistry::new(slot);
     registry.set_listed();
     registry
@@ -29,7 +30,7 @@ fn object(name: &str, spec: serde_json::Value) -> ReconcilePolicy {
 /// Add a policy whose loaded version is the Rust team-label layer.
 fn layer(registry: &PolicyRegistry, name: &str, spec: serde_json::Value) {
     registry.upsert(&object(name, spec));
-    let engine = PolicyEngine::new(Limits {
+    let engine = crate::policy::engine(Limits {
         concurrent_decisions: 2,
         ..Limits::default()
     })
@@ -315,12 +316,13 @@ fn shadows_that_match_watch_and_never_the_enforcing_one() {
 
 #[test]
 fn nothing_is_chosen_before_the_policies_are_listed() {
-    let engine = PolicyEngine::new(Limits {
+    let engine = crate::policy::engine(Limits {
         concurrent_decisions: 2,
         ..Limits::default()
     })
     .expect("engine");
-    let slot = PolicySlot::load(engine, Source::BuiltIn).expect("default policy");
+    let slot = PolicySlot::load(engine, Source::BuiltIn(crate::policy::embedded::DEFAULT))
+        .expect("default policy");
     let registry = PolicyRegistry::new(slot);
     assert!(matches!(
         select(&registry, &[], &[], None),
