@@ -293,6 +293,9 @@ pub fn verify_certificate(
     })
 }
 
+/// Accept `certified` if its `certificate` chains to `trust.roots`, names
+/// code signing and one of `trust.identities`, is valid at `now`, and signs
+/// a payload that makes `claims`.
 fn verify_layer(
     certified: &CertifiedLayer,
     certificate: &str,
@@ -302,34 +305,14 @@ fn verify_layer(
 ) -> Result<Verified, Refusal> {
     let layer = &certified.layer;
     let digest = claims.digest.to_string();
-    let invalid = |detail: String| {
-        (
-            1,
-            TrustError::CertificateInvalid {
-                digest: digest.clone(),
-                detail,
-            },
-        )
-    };
+    let invalid = |detail: String| invalid_certificate(&digest, detail);
     let leaf = Certificate::load_pem_chain(certificate.as_bytes())
         .ok()
         .and_then(|mut c| (!c.is_empty()).then(|| c.remove(0)))
         .ok_or_else(|| invalid(format!("{CERTIFICATE_ANNOTATION} is not a PEM certificate")))?;
     let leaf_der = leaf.to_der().map_err(|e| invalid(e.to_string()))?;
     let signer = read_signer(&leaf).map_err(invalid)?;
-    let mut intermediates = trust.roots.intermediates.clone();
-    if let Some(chain) = certified.chain.as_deref() {
-        let chain = Certificate::load_pem_chain(chain.as_bytes())
-            .map_err(|e| invalid(format!("{CHAIN_ANNOTATION} is not PEM certificates: {e}")))?;
-        for certificate in chain {
-            let tbs = &certificate.tbs_certificate;
-            // The chain's root is trusted only if it is one of the roots.
-            if tbs.subject != tbs.issuer {
-                let der = certificate.to_der().map_err(|e| invalid(e.to_string()))?;
-                intermediates.push(CertificateDer::from(der));
-            }
-        }
-    }
+    let intermediates = intermediates(certified, &trust.roots, &digest)?;
     let who = signer.describe();
     let leaf_der = CertificateDer::from(leaf_der);
     let end_entity = EndEntityCert::try_from(&leaf_der)
@@ -353,67 +336,9 @@ fn verify_layer(
             None,
         )
         .map_err(|error| chain_refusal(&digest, &who, &trust.roots.name, error))?;
-    let anchor_spki = path.anchor().subject_public_key_info.as_ref().to_vec();
-    let root = trust
-        .roots
-        .roots
-        .iter()
-        .find(|root| {
-            webpki::anchor_from_trusted_cert(&root.der)
-                .is_ok_and(|a| a.subject_public_key_info.as_ref() == anchor_spki.as_slice())
-        })
-        .map(|root| root.description.clone())
-        .unwrap_or_default();
-    if !signer.code_signing {
-        return Err((
-            2,
-            TrustError::CertificateUsageMismatch {
-                digest,
-                certificate: who,
-                detail: "the leaf certificate does not name code signing (extended key usage \
-                         1.3.6.1.5.5.7.3.3)"
-                    .to_string(),
-            },
-        ));
-    }
-    if !trust.identities.iter().any(|identity| {
-        identity.issuer.matches(&signer.issuer)
-            && signer.subjects.iter().any(|s| identity.subject.matches(s))
-    }) {
-        let expected = trust
-            .identities
-            .iter()
-            .map(Identity::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err((
-            3,
-            TrustError::CertificateIdentityMismatch {
-                digest,
-                certificate: who,
-                expected,
-            },
-        ));
-    }
-    let now = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    if now < signer.not_before || now > signer.not_after {
-        return Err((
-            4,
-            TrustError::CertificateExpired {
-                digest,
-                certificate: who,
-                detail: format!(
-                    "it is valid from {} to {}, not now ({}); offline, without a signed \
-                     timestamp, a certificate is checked at the current time, as cosign does",
-                    rfc3339(signer.not_before),
-                    rfc3339(signer.not_after),
-                    rfc3339(now)
-                ),
-            },
-        ));
-    }
+    let root = root_description(&trust.roots, path.anchor());
+    check_signer(&signer, trust, &digest, &who)?;
+    check_validity(&signer, &digest, &who, now)?;
     let signature = layer
         .signature
         .as_deref()
@@ -438,6 +363,128 @@ fn verify_layer(
         digest: claims.digest.to_string(),
         key,
     })
+}
+
+/// The certificate of `digest`'s signature cannot be read, for the reason
+/// `detail`.
+fn invalid_certificate(digest: &str, detail: String) -> Refusal {
+    (
+        1,
+        TrustError::CertificateInvalid {
+            digest: digest.to_string(),
+            detail,
+        },
+    )
+}
+
+/// The intermediates a leaf may chain through: those of `roots`, and those
+/// of `certified`'s chain annotation but its root (which is trusted only if
+/// it is one of `roots`).
+fn intermediates(
+    certified: &CertifiedLayer,
+    roots: &Roots,
+    digest: &str,
+) -> Result<Vec<CertificateDer<'static>>, Refusal> {
+    let invalid = |detail: String| invalid_certificate(digest, detail);
+    let mut intermediates = roots.intermediates.clone();
+    if let Some(chain) = certified.chain.as_deref() {
+        let chain = Certificate::load_pem_chain(chain.as_bytes())
+            .map_err(|e| invalid(format!("{CHAIN_ANNOTATION} is not PEM certificates: {e}")))?;
+        for certificate in chain {
+            let tbs = &certificate.tbs_certificate;
+            // The chain's root is trusted only if it is one of the roots.
+            if tbs.subject != tbs.issuer {
+                let der = certificate.to_der().map_err(|e| invalid(e.to_string()))?;
+                intermediates.push(CertificateDer::from(der));
+            }
+        }
+    }
+    Ok(intermediates)
+}
+
+/// The description of the root of `roots` that is trust anchor `anchor`.
+fn root_description(roots: &Roots, anchor: &TrustAnchor<'_>) -> String {
+    let anchor_spki = anchor.subject_public_key_info.as_ref().to_vec();
+    roots
+        .roots
+        .iter()
+        .find(|root| {
+            webpki::anchor_from_trusted_cert(&root.der)
+                .is_ok_and(|a| a.subject_public_key_info.as_ref() == anchor_spki.as_slice())
+        })
+        .map(|root| root.description.clone())
+        .unwrap_or_default()
+}
+
+/// Whether `signer` (described as `who`) names code signing and one of
+/// `trust.identities`.
+fn check_signer(
+    signer: &Signer,
+    trust: &CertificateTrust,
+    digest: &str,
+    who: &str,
+) -> Result<(), Refusal> {
+    if !signer.code_signing {
+        return Err((
+            2,
+            TrustError::CertificateUsageMismatch {
+                digest: digest.to_string(),
+                certificate: who.to_string(),
+                detail: "the leaf certificate does not name code signing (extended key usage \
+                         1.3.6.1.5.5.7.3.3)"
+                    .to_string(),
+            },
+        ));
+    }
+    if !trust.identities.iter().any(|identity| {
+        identity.issuer.matches(&signer.issuer)
+            && signer.subjects.iter().any(|s| identity.subject.matches(s))
+    }) {
+        let expected = trust
+            .identities
+            .iter()
+            .map(Identity::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err((
+            3,
+            TrustError::CertificateIdentityMismatch {
+                digest: digest.to_string(),
+                certificate: who.to_string(),
+                expected,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `signer`'s certificate (described as `who`) is valid at `now`.
+fn check_validity(
+    signer: &Signer,
+    digest: &str,
+    who: &str,
+    now: SystemTime,
+) -> Result<(), Refusal> {
+    let now = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    if now < signer.not_before || now > signer.not_after {
+        return Err((
+            4,
+            TrustError::CertificateExpired {
+                digest: digest.to_string(),
+                certificate: who.to_string(),
+                detail: format!(
+                    "it is valid from {} to {}, not now ({}); offline, without a signed \
+                     timestamp, a certificate is checked at the current time, as cosign does",
+                    rfc3339(signer.not_before),
+                    rfc3339(signer.not_after),
+                    rfc3339(now)
+                ),
+            },
+        ));
+    }
+    Ok(())
 }
 
 /// A chain that did not verify: which refusal.

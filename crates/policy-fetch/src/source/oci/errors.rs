@@ -78,34 +78,10 @@ pub(super) fn map_error(
     options: &OciOptions,
     error: OciDistributionError,
 ) -> OciError {
-    let registry = parsed.resolve_registry().to_string();
-    let reference_owned = reference.to_string();
-    let unauthorized = |detail: String| OciError::Unauthorized {
-        reference: reference.to_string(),
-        registry: registry.clone(),
-        detail: match &options.auth {
-            Some(credentials) => format!(
-                "{detail} (with the credentials of user {:?})",
-                credentials.username
-            ),
-            None => format!("{detail} (no credentials were given)"),
-        },
-    };
-    let by_status = |status: u16, detail: String| match status {
-        401 => unauthorized(format!("401 Unauthorized{}", prefixed(&detail))),
-        403 => unauthorized(format!("403 Forbidden{}", prefixed(&detail))),
-        404 => OciError::NotFound {
-            reference: reference_owned.clone(),
-            detail: if detail.is_empty() {
-                "404 Not Found".to_string()
-            } else {
-                detail
-            },
-        },
-        status => OciError::Registry {
-            reference: reference_owned.clone(),
-            detail: format!("HTTP {status}{}", prefixed(&detail)),
-        },
+    let failure = Failure {
+        reference,
+        registry: parsed.resolve_registry().to_string(),
+        options,
     };
     match error {
         OciDistributionError::DigestError(oci_client::errors::DigestError::VerificationError {
@@ -113,81 +89,136 @@ pub(super) fn map_error(
             actual,
         }) => OciError::DigestMismatch { expected, actual },
         OciDistributionError::UnauthorizedError { .. } => {
-            unauthorized("401 Unauthorized".to_string())
+            failure.unauthorized("401 Unauthorized".to_string())
         }
         OciDistributionError::AuthenticationFailure(reason) => {
-            unauthorized(format!("authentication failed{}", prefixed(reason.trim())))
+            failure.unauthorized(format!("authentication failed{}", prefixed(reason.trim())))
         }
-        OciDistributionError::RegistryError { envelope, .. } => {
-            let detail = envelope_text(&envelope);
-            let code =
-                |wanted: &[OciErrorCode]| envelope.errors.iter().any(|e| wanted.contains(&e.code));
-            if code(&[
-                OciErrorCode::ManifestUnknown,
-                OciErrorCode::NameUnknown,
-                OciErrorCode::BlobUnknown,
-                OciErrorCode::NotFound,
-            ]) {
-                OciError::NotFound {
-                    reference: reference_owned,
-                    detail,
-                }
-            } else if code(&[OciErrorCode::Unauthorized, OciErrorCode::Denied]) {
-                unauthorized(detail)
-            } else {
-                OciError::Registry {
-                    reference: reference_owned,
-                    detail,
-                }
-            }
-        }
+        OciDistributionError::RegistryError { envelope, .. } => failure.by_envelope(&envelope),
         OciDistributionError::ServerError { code, message, .. } => {
             let detail = serde_json::from_str::<OciEnvelope>(&message)
                 .map(|envelope| envelope_text(&envelope))
                 .unwrap_or_else(|_| short(&message));
-            by_status(code, detail)
+            failure.by_status(code, detail)
         }
-        OciDistributionError::RequestError(error) => {
-            if let Some(status) = error.status() {
-                return by_status(status.as_u16(), String::new());
-            }
-            let cause = root_cause(&error);
-            let https = !options.insecure_registries.contains(&registry);
-            // A plain-HTTP server answering a TLS handshake: say what to do.
-            let plain_http = https
-                && (cause.contains("InvalidContentType") || cause.contains("corrupt message"));
-            let detail = if plain_http {
-                format!(
-                    "{cause} (the TLS handshake failed; if it serves plain HTTP, list it as an \
-                     insecure registry)"
-                )
-            } else if error.is_connect() || error.is_timeout() {
-                cause
-            } else {
-                format!("the connection failed: {cause}")
-            };
-            OciError::Unreachable {
-                reference: reference_owned,
-                registry,
-                detail,
-            }
-        }
+        OciDistributionError::RequestError(error) => match error.status() {
+            Some(status) => failure.by_status(status.as_u16(), String::new()),
+            None => failure
+                .connection_failed(root_cause(&error), error.is_connect() || error.is_timeout()),
+        },
         OciDistributionError::IoError(error) => OciError::Unreachable {
-            reference: reference_owned,
-            registry,
+            reference: reference.to_string(),
+            registry: failure.registry,
             detail: format!("the transfer failed: {}", root_cause(&error)),
         },
         OciDistributionError::ImageIndexParsingNoPlatformResolverError => {
             OciError::NotAWasmArtifact {
-                reference: reference_owned,
+                reference: reference.to_string(),
                 detail: "it is an image index (several manifests), not one Wasm artifact"
                     .to_string(),
             }
         }
         other => OciError::Registry {
-            reference: reference_owned,
+            reference: reference.to_string(),
             detail: short(&other.to_string()),
         },
+    }
+}
+
+/// What a registry client error is mapped with: the reference asked for,
+/// its registry, and the options it was asked with.
+struct Failure<'a> {
+    reference: &'a str,
+    registry: String,
+    options: &'a OciOptions,
+}
+
+impl Failure<'_> {
+    /// The registry refused access, for the reason `detail`; the message
+    /// says whose credentials were used, if any.
+    fn unauthorized(&self, detail: String) -> OciError {
+        OciError::Unauthorized {
+            reference: self.reference.to_string(),
+            registry: self.registry.clone(),
+            detail: match &self.options.auth {
+                Some(credentials) => format!(
+                    "{detail} (with the credentials of user {:?})",
+                    credentials.username
+                ),
+                None => format!("{detail} (no credentials were given)"),
+            },
+        }
+    }
+
+    /// The registry answered with HTTP `status` and `detail` (maybe empty).
+    fn by_status(&self, status: u16, detail: String) -> OciError {
+        match status {
+            401 => self.unauthorized(format!("401 Unauthorized{}", prefixed(&detail))),
+            403 => self.unauthorized(format!("403 Forbidden{}", prefixed(&detail))),
+            404 => OciError::NotFound {
+                reference: self.reference.to_string(),
+                detail: if detail.is_empty() {
+                    "404 Not Found".to_string()
+                } else {
+                    detail
+                },
+            },
+            status => OciError::Registry {
+                reference: self.reference.to_string(),
+                detail: format!("HTTP {status}{}", prefixed(&detail)),
+            },
+        }
+    }
+
+    /// The registry answered with the OCI error envelope `envelope`: not
+    /// found, refused access or another failure, by its error codes.
+    fn by_envelope(&self, envelope: &OciEnvelope) -> OciError {
+        let detail = envelope_text(envelope);
+        let code =
+            |wanted: &[OciErrorCode]| envelope.errors.iter().any(|e| wanted.contains(&e.code));
+        if code(&[
+            OciErrorCode::ManifestUnknown,
+            OciErrorCode::NameUnknown,
+            OciErrorCode::BlobUnknown,
+            OciErrorCode::NotFound,
+        ]) {
+            OciError::NotFound {
+                reference: self.reference.to_string(),
+                detail,
+            }
+        } else if code(&[OciErrorCode::Unauthorized, OciErrorCode::Denied]) {
+            self.unauthorized(detail)
+        } else {
+            OciError::Registry {
+                reference: self.reference.to_string(),
+                detail,
+            }
+        }
+    }
+
+    /// The HTTP request got no answer, for the reason `cause`: the registry
+    /// is unreachable (with advice if a plain-HTTP registry was spoken to
+    /// with TLS); `connect_or_timeout` if connecting failed or timed out.
+    fn connection_failed(self, cause: String, connect_or_timeout: bool) -> OciError {
+        let https = !self.options.insecure_registries.contains(&self.registry);
+        // A plain-HTTP server answering a TLS handshake: say what to do.
+        let plain_http =
+            https && (cause.contains("InvalidContentType") || cause.contains("corrupt message"));
+        let detail = if plain_http {
+            format!(
+                "{cause} (the TLS handshake failed; if it serves plain HTTP, list it as an \
+                 insecure registry)"
+            )
+        } else if connect_or_timeout {
+            cause
+        } else {
+            format!("the connection failed: {cause}")
+        };
+        OciError::Unreachable {
+            reference: self.reference.to_string(),
+            registry: self.registry,
+            detail,
+        }
     }
 }
 

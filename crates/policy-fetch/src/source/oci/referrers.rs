@@ -64,122 +64,160 @@ pub async fn bundles(
         reference,
         options,
     };
-    let at = |version: String| {
-        Reference::with_tag(
-            parsed.registry().to_string(),
-            parsed.repository().to_string(),
-            version,
-        )
+    let refusal = Refusal { reference, digest };
+    let Some(index) = referrers_index(&reader, digest, &refusal).await? else {
+        return Ok(Vec::new());
     };
-    let tag = referrers_tag(digest);
-    let bad = |detail: String| OciError::BadSignatures {
-        reference: reference.to_string(),
-        tag: format!("the OCI referrers of {digest}"),
-        detail,
-    };
-    let too_large = |what: &str, size: Option<u64>| {
-        bad(format!(
+    let listed = bundle_entries(&index, &refusal)?;
+    let mut bundles = Vec::new();
+    for entry in listed {
+        bundles.push(read_bundle(&reader, entry, &refusal).await?);
+    }
+    Ok(bundles)
+}
+
+/// How the referrers of one digest are refused as unusable signatures.
+struct Refusal<'a> {
+    reference: &'a str,
+    digest: &'a str,
+}
+
+impl Refusal<'_> {
+    /// The referrers cannot be used, for the reason `detail`.
+    fn bad(&self, detail: String) -> OciError {
+        OciError::BadSignatures {
+            reference: self.reference.to_string(),
+            tag: format!("the OCI referrers of {}", self.digest),
+            detail,
+        }
+    }
+
+    /// `what` (of `size` bytes, if known) is larger than a manifest may be.
+    fn too_large(&self, what: &str, size: Option<u64>) -> OciError {
+        self.bad(format!(
             "{what} is {}larger than {} MiB",
             size.map(|s| format!("{s} bytes, ")).unwrap_or_default(),
             MAX_MANIFEST_BYTES >> 20
         ))
-    };
-    // The API first; a registry without it answers 404, and then the tag.
-    let index = match reader.referrers(&at(tag.clone()), digest).await {
-        Ok(body) => body,
+    }
+}
+
+/// The body of the referrers index of `digest`: from the referrers API
+/// first; a registry without it answers 404, and then from the referrers
+/// tag. `None` if neither exists.
+async fn referrers_index(
+    reader: &Reader<'_>,
+    digest: &str,
+    refusal: &Refusal<'_>,
+) -> Result<Option<Vec<u8>>, OciError> {
+    let tag = referrers_tag(digest);
+    let at = Reference::with_tag(
+        reader.parsed.registry().to_string(),
+        reader.parsed.repository().to_string(),
+        tag.clone(),
+    );
+    match reader.referrers(&at, digest).await {
+        Ok(body) => Ok(Some(body)),
         Err(OciError::NotFound { .. }) => {
-            match reader
-                .manifest(&at(tag.clone()), &[OCI_IMAGE_INDEX_MEDIA_TYPE])
-                .await
-            {
-                Ok(body) => body,
-                Err(OciError::NotFound { .. }) => return Ok(Vec::new()),
+            match reader.manifest(&at, &[OCI_IMAGE_INDEX_MEDIA_TYPE]).await {
+                Ok(body) => Ok(Some(body)),
+                Err(OciError::NotFound { .. }) => Ok(None),
                 Err(OciError::ManifestTooLarge { size, .. }) => {
-                    return Err(too_large(
-                        &format!("the referrers index at tag {tag}"),
-                        size,
-                    ));
+                    Err(refusal.too_large(&format!("the referrers index at tag {tag}"), size))
                 }
-                Err(other) => return Err(other),
+                Err(other) => Err(other),
             }
         }
         Err(OciError::ManifestTooLarge { size, .. }) => {
-            return Err(too_large("the referrers API's index", size));
+            Err(refusal.too_large("the referrers API's index", size))
         }
-        Err(other) => return Err(other),
-    };
-    let index: Index = serde_json::from_slice(&index)
-        .map_err(|error| bad(format!("the referrers index cannot be read: {error}")))?;
-    let listed: Vec<&Listed> = index
+        Err(other) => Err(other),
+    }
+}
+
+/// The entries of referrers index `index` whose artifact type is a
+/// sigstore bundle; refused if there are more than [`MAX_REFERRERS`].
+fn bundle_entries(index: &[u8], refusal: &Refusal<'_>) -> Result<Vec<Listed>, OciError> {
+    let index: Index = serde_json::from_slice(index)
+        .map_err(|error| refusal.bad(format!("the referrers index cannot be read: {error}")))?;
+    let listed: Vec<Listed> = index
         .manifests
-        .iter()
+        .into_iter()
         .filter(|m| m.artifact_type.as_deref().is_some_and(is_bundle_media_type))
         .collect();
     if listed.len() > MAX_REFERRERS {
-        return Err(bad(format!(
+        return Err(refusal.bad(format!(
             "{} sigstore bundles; at most {MAX_REFERRERS} are read",
             listed.len()
         )));
     }
-    let mut bundles = Vec::new();
-    for entry in listed {
-        let target = Reference::with_digest(
-            parsed.registry().to_string(),
-            parsed.repository().to_string(),
-            entry.digest.clone(),
-        );
-        let body = match reader.manifest(&target, &[OCI_MANIFEST_MEDIA_TYPE]).await {
-            Ok(body) => body,
-            Err(OciError::ManifestTooLarge { size, .. }) => {
-                return Err(too_large(&format!("the manifest {}", entry.digest), size));
-            }
-            Err(other) => return Err(other),
-        };
-        let actual = sha256_digest(&body);
-        if actual != entry.digest {
-            return Err(OciError::DigestMismatch {
-                expected: entry.digest.clone(),
-                actual,
-            });
+    Ok(listed)
+}
+
+/// The bundle of listed referrer `entry`: its manifest, checked against
+/// the entry's digest, and the manifest's one bundle layer, checked against
+/// the layer's digest.
+async fn read_bundle(
+    reader: &Reader<'_>,
+    entry: Listed,
+    refusal: &Refusal<'_>,
+) -> Result<BundleLayer, OciError> {
+    let target = Reference::with_digest(
+        reader.parsed.registry().to_string(),
+        reader.parsed.repository().to_string(),
+        entry.digest.clone(),
+    );
+    let body = match reader.manifest(&target, &[OCI_MANIFEST_MEDIA_TYPE]).await {
+        Ok(body) => body,
+        Err(OciError::ManifestTooLarge { size, .. }) => {
+            return Err(refusal.too_large(&format!("the manifest {}", entry.digest), size));
         }
-        let manifest: OciImageManifest = serde_json::from_slice(&body).map_err(|error| {
-            bad(format!(
-                "the bundle manifest {} cannot be read: {error}",
-                entry.digest
-            ))
-        })?;
-        let Some(layer) = bundle_layer(&manifest) else {
-            return Err(bad(format!(
-                "the bundle manifest {} has no single sigstore bundle layer",
-                entry.digest
-            )));
-        };
-        if u64::try_from(layer.size).map_or(true, |size| size > MAX_BUNDLE_BYTES) {
-            return Err(bad(format!(
-                "the bundle {} declares {} bytes; a bundle is at most {MAX_BUNDLE_BYTES}",
-                layer.digest, layer.size
-            )));
-        }
-        let bundle = reader
-            .blob(&target, layer, MAX_BUNDLE_BYTES)
-            .await
-            .map_err(|error| match error {
-                error @ OciError::LayerTooLong { .. } => bad(error.to_string()),
-                other => other,
-            })?;
-        let actual = sha256_digest(&bundle);
-        if actual != layer.digest {
-            return Err(OciError::DigestMismatch {
-                expected: layer.digest.clone(),
-                actual,
-            });
-        }
-        bundles.push(BundleLayer {
-            referrer: entry.digest.clone(),
-            bundle,
-        });
+        Err(other) => return Err(other),
+    };
+    check_digest(&entry.digest, &body)?;
+    let manifest: OciImageManifest = serde_json::from_slice(&body).map_err(|error| {
+        refusal.bad(format!(
+            "the bundle manifest {} cannot be read: {error}",
+            entry.digest
+        ))
+    })?;
+    let Some(layer) = bundle_layer(&manifest) else {
+        return Err(refusal.bad(format!(
+            "the bundle manifest {} has no single sigstore bundle layer",
+            entry.digest
+        )));
+    };
+    if u64::try_from(layer.size).map_or(true, |size| size > MAX_BUNDLE_BYTES) {
+        return Err(refusal.bad(format!(
+            "the bundle {} declares {} bytes; a bundle is at most {MAX_BUNDLE_BYTES}",
+            layer.digest, layer.size
+        )));
     }
-    Ok(bundles)
+    let bundle = reader
+        .blob(&target, layer, MAX_BUNDLE_BYTES)
+        .await
+        .map_err(|error| match error {
+            error @ OciError::LayerTooLong { .. } => refusal.bad(error.to_string()),
+            other => other,
+        })?;
+    check_digest(&layer.digest, &bundle)?;
+    Ok(BundleLayer {
+        referrer: entry.digest,
+        bundle,
+    })
+}
+
+/// Whether `content` has digest `expected`; a mismatch refuses it.
+fn check_digest(expected: &str, content: &[u8]) -> Result<(), OciError> {
+    let actual = sha256_digest(content);
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(OciError::DigestMismatch {
+            expected: expected.to_string(),
+            actual,
+        })
+    }
 }
 
 /// The one layer of a bundle manifest, if it is a sigstore bundle (as

@@ -107,37 +107,49 @@ pub async fn certified_signatures(
         if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE {
             continue;
         }
-        if layer.size > MAX_PAYLOAD_BYTES || layer.size < 0 {
-            return Err(bad(format!(
-                "signature layer {} declares {} bytes; a payload is at most {MAX_PAYLOAD_BYTES}",
-                layer.digest, layer.size
-            )));
-        }
-        let payload = reader
-            .blob(&target, layer, MAX_PAYLOAD_BYTES as u64)
-            .await
-            .map_err(|error| match error {
-                error @ OciError::LayerTooLong { .. } => bad(error.to_string()),
-                other => other,
-            })?;
-        let actual = sha256_digest(&payload);
-        if actual != layer.digest {
-            return Err(OciError::DigestMismatch {
-                expected: layer.digest.clone(),
-                actual,
-            });
-        }
-        let annotation = |name: &str| layer.annotations.as_ref()?.get(name).cloned();
-        layers.push(CertifiedLayer {
-            layer: SignatureLayer {
-                payload,
-                signature: annotation(SIGNATURE_ANNOTATION),
-            },
-            certificate: annotation(CERTIFICATE_ANNOTATION),
-            chain: annotation(CHAIN_ANNOTATION),
-        });
+        layers.push(read_signature_layer(&reader, &target, layer, &bad).await?);
     }
     Ok(layers)
+}
+
+/// The signature layer `layer` of the signature manifest at `target`: its
+/// payload, checked against the layer digest, with the signature,
+/// certificate and chain annotated on it. `bad` refuses the signatures.
+async fn read_signature_layer(
+    reader: &Reader<'_>,
+    target: &Reference,
+    layer: &OciDescriptor,
+    bad: &impl Fn(String) -> OciError,
+) -> Result<CertifiedLayer, OciError> {
+    if layer.size > MAX_PAYLOAD_BYTES || layer.size < 0 {
+        return Err(bad(format!(
+            "signature layer {} declares {} bytes; a payload is at most {MAX_PAYLOAD_BYTES}",
+            layer.digest, layer.size
+        )));
+    }
+    let payload = reader
+        .blob(target, layer, MAX_PAYLOAD_BYTES as u64)
+        .await
+        .map_err(|error| match error {
+            error @ OciError::LayerTooLong { .. } => bad(error.to_string()),
+            other => other,
+        })?;
+    let actual = sha256_digest(&payload);
+    if actual != layer.digest {
+        return Err(OciError::DigestMismatch {
+            expected: layer.digest.clone(),
+            actual,
+        });
+    }
+    let annotation = |name: &str| layer.annotations.as_ref()?.get(name).cloned();
+    Ok(CertifiedLayer {
+        layer: SignatureLayer {
+            payload,
+            signature: annotation(SIGNATURE_ANNOTATION),
+        },
+        certificate: annotation(CERTIFICATE_ANNOTATION),
+        chain: annotation(CHAIN_ANNOTATION),
+    })
 }
 
 /// An OCI image index's media type.
@@ -243,16 +255,7 @@ async fn push_signature_layer(
             artifact_type: None,
         });
     }
-    // The config of an image with these layers, as cosign writes it.
-    let config = serde_json::json!({
-        "architecture": "",
-        "created": "0001-01-01T00:00:00Z",
-        "history": [{"created": "0001-01-01T00:00:00Z"}],
-        "os": "",
-        "rootfs": {"type": "layers", "diff_ids": layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>()},
-        "config": {},
-    });
-    let config_bytes = serde_json::to_vec(&config).unwrap_or_default();
+    let config_bytes = signature_image_config(&layers);
     let config_digest = sha256_digest(&config_bytes);
     for (data, blob) in [
         (payload, payload_digest.as_str()),
@@ -265,22 +268,7 @@ async fn push_signature_layer(
                 .map_err(failed)?;
         }
     }
-    let manifest = OciImageManifest {
-        schema_version: 2,
-        media_type: Some(OCI_MANIFEST_MEDIA_TYPE.to_string()),
-        config: OciDescriptor {
-            media_type: SIGNATURE_CONFIG_MEDIA_TYPE.to_string(),
-            digest: config_digest,
-            size: config_bytes.len() as i64,
-            urls: None,
-            annotations: None,
-            artifact_type: None,
-        },
-        layers,
-        subject: None,
-        artifact_type: None,
-        annotations: None,
-    };
+    let manifest = signature_manifest(layers, config_digest, config_bytes.len());
     let body = serde_json::to_vec(&manifest).map_err(|error| OciError::Registry {
         reference: reference.to_string(),
         detail: format!("encoding the signature manifest: {error}"),
@@ -294,4 +282,43 @@ async fn push_signature_layer(
         .await
         .map_err(failed)?;
     Ok(target.whole())
+}
+
+/// The config of an image with signature layers `layers`, as cosign writes
+/// it.
+fn signature_image_config(layers: &[OciDescriptor]) -> Vec<u8> {
+    let config = serde_json::json!({
+        "architecture": "",
+        "created": "0001-01-01T00:00:00Z",
+        "history": [{"created": "0001-01-01T00:00:00Z"}],
+        "os": "",
+        "rootfs": {"type": "layers", "diff_ids": layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>()},
+        "config": {},
+    });
+    serde_json::to_vec(&config).unwrap_or_default()
+}
+
+/// The signature manifest of signature layers `layers`, with the config of
+/// `config_size` bytes at `config_digest`.
+fn signature_manifest(
+    layers: Vec<OciDescriptor>,
+    config_digest: String,
+    config_size: usize,
+) -> OciImageManifest {
+    OciImageManifest {
+        schema_version: 2,
+        media_type: Some(OCI_MANIFEST_MEDIA_TYPE.to_string()),
+        config: OciDescriptor {
+            media_type: SIGNATURE_CONFIG_MEDIA_TYPE.to_string(),
+            digest: config_digest,
+            size: config_size as i64,
+            urls: None,
+            annotations: None,
+            artifact_type: None,
+        },
+        layers,
+        subject: None,
+        artifact_type: None,
+        annotations: None,
+    }
 }
