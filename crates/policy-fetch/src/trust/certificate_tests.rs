@@ -217,7 +217,7 @@ fn a_leaf_chaining_to_a_root_with_a_matching_identity_verifies() {
 }
 
 #[test]
-fn each_refusal_has_its_own_reason() {
+fn each_certificate_refusal_has_its_own_reason() {
     let ca = new_ca("Platform");
     let stranger = new_ca("Stranger");
     let trust = trust_in(&ca, exact(SUBJECT), exact(ISSUER));
@@ -283,6 +283,15 @@ fn each_refusal_has_its_own_reason() {
         "{unrestricted}"
     );
 
+    assert_refused_for_trust(&[other_ca, wrong_subject, expired, server]);
+}
+
+#[test]
+fn each_signature_refusal_has_its_own_reason() {
+    let ca = new_ca("Platform");
+    let trust = trust_in(&ca, exact(SUBJECT), exact(ISSUER));
+    let reason = |layer: CertifiedLayer| check(&[layer], &trust).unwrap_err();
+
     // A certificate that verifies, over a payload signed by another key.
     let (certificate, _) = Leaf::default().issue(&ca);
     let (_, other_key) = Leaf::default().issue(&ca);
@@ -314,8 +323,13 @@ fn each_refusal_has_its_own_reason() {
     garbage.certificate = Some("not a certificate".to_string());
     assert_eq!(reason(garbage).reason(), "CertificateInvalid");
 
-    // Each is a refusal for trust: Ready=False, an Event, the metric.
-    for refusal in [other_ca, wrong_subject, expired, server, forged] {
+    assert_refused_for_trust(&[forged]);
+}
+
+/// Each of `refusals` is a refusal for trust: Ready=False, an Event, the
+/// metric.
+fn assert_refused_for_trust(refusals: &[TrustError]) {
+    for refusal in refusals {
         assert!(
             crate::trust::TRUST_REASONS.contains(&refusal.reason()),
             "{}",
