@@ -1,13 +1,16 @@
 //! Layers (contract 0.4): a guest decides over the plan of the policy below
 //! it. Against real guests: the embedded default policy, the Rust
 //! `team-label-layer`, and the default policy as built against contract 0.3.
-#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test or benchmark scenario reads top to bottom as one story"
+)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use radwasm::policy::{DecisionError, Limits, LoadedPolicy, PolicyEngine, embedded};
-use radwasm_policy_model::cases::{check, load_cases};
+use radwasm::policy::{DecisionError, Limits, LoadedPolicy, PolicyEngine, check_case, embedded};
+use radwasm_policy_model::cases::load_cases;
 use radwasm_policy_model::{ObjectMeta, Observation, ResourceObservation, TemplateObservation};
 use radwasm_test_support::repository;
 
@@ -50,13 +53,8 @@ fn template(labels: &[(&str, &str)]) -> TemplateObservation {
 fn passes_cases(policy: &LoadedPolicy, dir: &std::path::Path) -> usize {
     let cases = load_cases(dir).expect("cases");
     for loaded in &cases {
-        let outcome = match policy.decide(&loaded.case.observation) {
-            Ok(decision) => Ok(decision.plan),
-            Err(DecisionError::Policy { error, .. }) => Err(error),
-            Err(error) => panic!("{}: {error}", loaded.path.display()),
-        };
-        if let Err(mismatch) = check(&loaded.case, &outcome) {
-            panic!("{}: {mismatch}", loaded.path.display());
+        if let Err(failed) = check_case(policy, &loaded.case) {
+            panic!("{}: {failed}", loaded.path.display());
         }
     }
     cases.len()

@@ -3,13 +3,16 @@
 //! the namespace") against its cases, the guide's Rust block against the
 //! guest that runs it, and guests built against 0.5 (kept in
 //! `tests/fixtures/contract-0.5`) loading and deciding as before.
-#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test or benchmark scenario reads top to bottom as one story"
+)]
 
 use std::path::{Path, PathBuf};
 
-use radwasm::policy::{DecisionError, Limits, LoadedPolicy, PolicyEngine};
+use radwasm::policy::{DecisionError, Limits, LoadedPolicy, PolicyEngine, check_case};
 use radwasm_policy_model::Observation;
-use radwasm_policy_model::cases::{check, load_case, load_cases};
+use radwasm_policy_model::cases::{load_case, load_cases};
 use radwasm_test_support::repository;
 
 fn guest(name: &str) -> PathBuf {
@@ -36,13 +39,8 @@ fn engine() -> PolicyEngine {
 fn passes_cases(policy: &LoadedPolicy, dir: &Path) -> usize {
     let cases = load_cases(dir).expect("cases");
     for loaded in &cases {
-        let outcome = match policy.decide(&loaded.case.observation) {
-            Ok(decision) => Ok(decision.plan),
-            Err(DecisionError::Policy { error, .. }) => Err(error),
-            Err(error) => panic!("{}: {error}", loaded.path.display()),
-        };
-        if let Err(mismatch) = check(&loaded.case, &outcome) {
-            panic!("{}: {mismatch}", loaded.path.display());
+        if let Err(failed) = check_case(policy, &loaded.case) {
+            panic!("{}: {failed}", loaded.path.display());
         }
     }
     cases.len()

@@ -25,6 +25,7 @@
 struct ReadmeExamples;
 
 pub mod bindings;
+mod cases;
 mod compile_cache;
 mod convert;
 mod options;
@@ -36,6 +37,7 @@ pub mod slot;
 pub mod validate;
 pub mod wit;
 
+pub use cases::check_case;
 pub use compile_cache::{COMPILED_KEPT, DiskCacheConfig, LoadCounter, LoadLabels, LoadOutcome};
 pub use options::EngineOptions;
 pub use pool::{Misfit, POOL_CAPS, PoolLimits, PoolMisfit};

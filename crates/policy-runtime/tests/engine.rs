@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use radwasm_policy_model::cases::{check, load_cases};
+use radwasm_policy_model::cases::load_cases;
 use radwasm_policy_runtime::{
-    BuiltIn, DecisionError, EngineOptions, Limits, LoadError, LoadedPolicy, PolicyEngine,
+    BuiltIn, EngineOptions, Limits, LoadError, LoadedPolicy, PolicyEngine, check_case,
 };
 
 const DEFAULT_POLICY: &[u8] =
@@ -24,13 +24,8 @@ fn repository() -> PathBuf {
 fn passes_cases(policy: &LoadedPolicy, guest: &str) -> usize {
     let cases = load_cases(&repository().join("guests").join(guest).join("cases")).expect("cases");
     for loaded in &cases {
-        let outcome = match policy.decide(&loaded.case.observation) {
-            Ok(decision) => Ok(decision.plan),
-            Err(DecisionError::Policy { error, .. }) => Err(error),
-            Err(error) => panic!("{}: {error}", loaded.path.display()),
-        };
-        if let Err(mismatch) = check(&loaded.case, &outcome) {
-            panic!("{}: {mismatch}", loaded.path.display());
+        if let Err(failed) = check_case(policy, &loaded.case) {
+            panic!("{}: {failed}", loaded.path.display());
         }
     }
     cases.len()

@@ -57,12 +57,7 @@ fn run_case(policy: &LoadedPolicy, file: &Path) -> Result<(), String> {
     let loaded = cases::load_case(file).map_err(|error| error.problem)?;
     let case = &loaded.case;
     check_action_names(case)?;
-    let outcome = match policy.decide(&case.observation) {
-        Ok(decision) => Ok(decision.plan),
-        Err(policy::DecisionError::Policy { error, .. }) => Err(error),
-        Err(error) => return Err(format!("the policy did not decide: {error}")),
-    };
-    cases::check(case, &outcome).map_err(|mismatch| mismatch.to_string())
+    policy::check_case(policy, case)
 }
 
 /// Refuse an expected action whose name no action of the observation's
