@@ -238,35 +238,57 @@ fn check_exports(source_name: &str, exports: &[String]) -> Result<Worlds, LoadEr
         )));
     }
     if !has(METADATA) || !(worlds.template || worlds.resource) {
-        let mut missing = Vec::new();
-        if !has(METADATA) {
-            missing.push(qualified(METADATA));
-        }
-        if !(worlds.template || worlds.resource) {
-            missing.push(format!(
-                "{} or {} (a policy), or {} or {} (a layer)",
-                qualified(TEMPLATE_POLICY),
-                qualified(RESOURCE_POLICY),
-                qualified(TEMPLATE_LAYER),
-                qualified(RESOURCE_LAYER)
-            ));
-        }
-        let mut detail = format!("does not export {}", missing.join(", and "));
-        if !mismatched.is_empty() {
-            let found: Vec<&str> = mismatched.iter().map(|name| name.as_str()).collect();
-            detail.push_str(&format!(
-                "; it exports {} — built against another version of the contract; this host implements {}",
-                found.join(", "),
-                supported()
-            ));
-        } else if exports.is_empty() {
-            detail.push_str("; it exports nothing");
-        } else {
-            detail.push_str(&format!("; it exports {}", exports.join(", ")));
-        }
+        let detail = missing_exports(
+            version,
+            exports,
+            &mismatched,
+            has(METADATA),
+            worlds.template || worlds.resource,
+        );
         return Err(wrong_world(detail));
     }
     Ok(worlds)
+}
+
+/// Why a guest of contract `version` with `exports` is refused when it
+/// lacks the metadata export (`metadata` false) or a world's export
+/// (`world` false): what it does not export and, after it, what it exports
+/// (`mismatched`: those of another contract version).
+fn missing_exports(
+    version: &str,
+    exports: &[String],
+    mismatched: &[&String],
+    metadata: bool,
+    world: bool,
+) -> String {
+    let qualified = |interface: &str| qualified(interface, version);
+    let mut missing = Vec::new();
+    if !metadata {
+        missing.push(qualified(METADATA));
+    }
+    if !world {
+        missing.push(format!(
+            "{} or {} (a policy), or {} or {} (a layer)",
+            qualified(TEMPLATE_POLICY),
+            qualified(RESOURCE_POLICY),
+            qualified(TEMPLATE_LAYER),
+            qualified(RESOURCE_LAYER)
+        ));
+    }
+    let mut detail = format!("does not export {}", missing.join(", and "));
+    if !mismatched.is_empty() {
+        let found: Vec<&str> = mismatched.iter().map(|name| name.as_str()).collect();
+        detail.push_str(&format!(
+            "; it exports {} — built against another version of the contract; this host implements {}",
+            found.join(", "),
+            supported()
+        ));
+    } else if exports.is_empty() {
+        detail.push_str("; it exports nothing");
+    } else {
+        detail.push_str(&format!("; it exports {}", exports.join(", ")));
+    }
+    detail
 }
 
 fn qualified(interface: &str, version: &str) -> String {
