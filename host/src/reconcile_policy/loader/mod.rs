@@ -31,7 +31,7 @@ use kube::{Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::crd::{ReconcilePolicy, ReconcilePolicySpec};
-use super::registry::{PolicyRegistry, Problem};
+use super::registry::{Active, Entry, PolicyRegistry, Problem};
 use crate::kube_client::KubeReader;
 use crate::kube_client::events::EventRecorders;
 use crate::policy::source;
@@ -266,82 +266,8 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
             loader.registry.verified_under(&name, basis);
             follows_tag(policy).then_some(loader.tag_interval)
         }
-        Ok(Candidate::Loaded(active)) => {
-            let loaded = active.policy.display_name();
-            let digest = active.policy.digest().to_string();
-            let verified = active.verified.is_some();
-            loader.registry.activate(&name, active);
-            let basis = verified.then(|| revocation::basis(policy)).flatten();
-            loader.registry.verified_under(&name, basis);
-            tracing::info!(reconcile_policy = %name, policy = %loaded, %digest, "policy version activated");
-            event(
-                loader,
-                policy,
-                EventType::Normal,
-                "Activated",
-                format!("{loaded} (sha256:{digest}) decides from now on"),
-            )
-            .await;
-            follows_tag(policy).then_some(loader.tag_interval)
-        }
-        Err(problem) => {
-            let running = entry
-                .as_ref()
-                .and_then(|e| e.active.as_ref())
-                .map(|a| a.policy.display_name());
-            let retired = policy.spec.verify.is_some() && loader.registry.retire_unverified(&name);
-            // The keys or annotations the running version was verified
-            // with changed (a key removed): it decides on only if it still
-            // verifies.
-            let revoked = match retired {
-                true => None,
-                false => revocation::revoked(policy, loader, entry.as_ref()).await,
-            }
-            .filter(|_| loader.registry.retire(&name));
-            let message = match (&running, retired, &revoked) {
-                (Some(current), true, _) => format!(
-                    "{}; {current} was never verified and no longer decides",
-                    problem.message
-                ),
-                (Some(current), false, Some(why)) => revocation::message(&problem, why, current),
-                (Some(current), false, None) => {
-                    format!("{}; {current} stays in charge", problem.message)
-                }
-                (None, ..) => problem.message.clone(),
-            };
-            let reason = revoked.as_ref().map_or(problem.reason, |why| why.reason);
-            tracing::warn!(reconcile_policy = %name, reason, "policy candidate refused: {message}");
-            let stored = match retired || revoked.is_some() {
-                true => Problem {
-                    reason,
-                    message: message.clone(),
-                },
-                false => problem.clone(),
-            };
-            let news = entry.as_ref().and_then(|e| e.problem.as_ref()) != Some(&stored);
-            if news {
-                event(loader, policy, EventType::Warning, reason, message.clone()).await;
-            }
-            // A fetch may work later, a base may be created or become
-            // Ready, a signature (or one with another certificate) may be
-            // pushed, the keys become readable or
-            // a tag move: all are
-            // looked at again, paced by the same backoff.
-            let retry = (problem.reason == "FetchFailed"
-                || problem.reason.starts_with("Base")
-                || problem.reason.starts_with("Signature")
-                || problem.reason.starts_with("Certificate")
-                || problem.reason == "VerifyKeysUnreadable"
-                || (problem.reason == "DigestMismatch" && follows_tag(policy)))
-            .then(|| fetch_backoff(loader, &name))
-            // A tag is looked at every --policy-tag-interval, refused or not.
-            .map(|backoff| match follows_tag(policy) {
-                true => backoff.min(loader.tag_interval),
-                false => backoff,
-            });
-            loader.registry.refuse(&name, stored);
-            retry
-        }
+        Ok(Candidate::Loaded(active)) => activate(policy, loader, &name, active).await,
+        Err(problem) => refuse(policy, loader, &name, entry.as_ref(), problem).await,
     };
     if retry.is_none()
         && let Ok(mut failures) = loader.failures.lock()
@@ -350,6 +276,111 @@ async fn load(policy: &ReconcilePolicy, loader: &Loader) -> Result<Option<Durati
     }
     write_status(loader, policy).await?;
     Ok(retry)
+}
+
+/// Swap in a candidate that passed every check, and say so in an Event;
+/// when to look again (a followed tag's interval).
+async fn activate(
+    policy: &ReconcilePolicy,
+    loader: &Loader,
+    name: &str,
+    active: Active,
+) -> Option<Duration> {
+    let loaded = active.policy.display_name();
+    let digest = active.policy.digest().to_string();
+    let verified = active.verified.is_some();
+    loader.registry.activate(name, active);
+    let basis = verified.then(|| revocation::basis(policy)).flatten();
+    loader.registry.verified_under(name, basis);
+    tracing::info!(reconcile_policy = %name, policy = %loaded, %digest, "policy version activated");
+    event(
+        loader,
+        policy,
+        EventType::Normal,
+        "Activated",
+        format!("{loaded} (sha256:{digest}) decides from now on"),
+    )
+    .await;
+    follows_tag(policy).then_some(loader.tag_interval)
+}
+
+/// Refuse a candidate: the version loaded before stays in charge, unless
+/// it was never verified or no longer verifies; an Event when the refusal
+/// is news; when to look again, if the problem may pass.
+async fn refuse(
+    policy: &ReconcilePolicy,
+    loader: &Loader,
+    name: &str,
+    entry: Option<&Entry>,
+    problem: Problem,
+) -> Option<Duration> {
+    let running = entry
+        .and_then(|e| e.active.as_ref())
+        .map(|a| a.policy.display_name());
+    let retired = policy.spec.verify.is_some() && loader.registry.retire_unverified(name);
+    // The keys or annotations the running version was verified
+    // with changed (a key removed): it decides on only if it still
+    // verifies.
+    let revoked = match retired {
+        true => None,
+        false => revocation::revoked(policy, loader, entry).await,
+    }
+    .filter(|_| loader.registry.retire(name));
+    let message = match (&running, retired, &revoked) {
+        (Some(current), true, _) => format!(
+            "{}; {current} was never verified and no longer decides",
+            problem.message
+        ),
+        (Some(current), false, Some(why)) => revocation::message(&problem, why, current),
+        (Some(current), false, None) => {
+            format!("{}; {current} stays in charge", problem.message)
+        }
+        (None, ..) => problem.message.clone(),
+    };
+    let reason = revoked.as_ref().map_or(problem.reason, |why| why.reason);
+    tracing::warn!(reconcile_policy = %name, reason, "policy candidate refused: {message}");
+    let stored = match retired || revoked.is_some() {
+        true => Problem {
+            reason,
+            message: message.clone(),
+        },
+        false => problem.clone(),
+    };
+    let news = entry.and_then(|e| e.problem.as_ref()) != Some(&stored);
+    if news {
+        event(loader, policy, EventType::Warning, reason, message.clone()).await;
+    }
+    let retry = retry_after_refusal(policy, loader, name, &problem);
+    loader.registry.refuse(name, stored);
+    retry
+}
+
+/// When to look again at a refused candidate whose problem may pass, paced
+/// by the fetch backoff (a followed tag at least every tag interval);
+/// `None` for a refusal that stands until the policy or what it reads
+/// changes.
+fn retry_after_refusal(
+    policy: &ReconcilePolicy,
+    loader: &Loader,
+    name: &str,
+    problem: &Problem,
+) -> Option<Duration> {
+    // A fetch may work later, a base may be created or become Ready, a
+    // signature (or one with another certificate) may be pushed, the keys
+    // become readable or a tag move: all are looked at again, paced by the
+    // same backoff.
+    (problem.reason == "FetchFailed"
+        || problem.reason.starts_with("Base")
+        || problem.reason.starts_with("Signature")
+        || problem.reason.starts_with("Certificate")
+        || problem.reason == "VerifyKeysUnreadable"
+        || (problem.reason == "DigestMismatch" && follows_tag(policy)))
+    .then(|| fetch_backoff(loader, name))
+    // A tag is looked at every --policy-tag-interval, refused or not.
+    .map(|backoff| match follows_tag(policy) {
+        true => backoff.min(loader.tag_interval),
+        false => backoff,
+    })
 }
 
 /// The policy names an OCI tag, not a digest: the tag is resolved again
