@@ -26,6 +26,7 @@ mod real_radius;
 mod scenarios;
 mod sharding;
 mod trust;
+mod trust_fixture;
 mod trust_certificates;
 mod trust_cosign3;
 mod trust_revocation;

@@ -21,8 +21,9 @@ use radwasm::policy::trust;
 use serde_json::json;
 
 use crate::harness::{System, metric_sum};
-use crate::policies::{create_policy, delete_policies, guest, labelled, short, wait_policy};
+use crate::policies::{create_policy, delete_policies, guest, labelled, wait_policy};
 use crate::realkube::eventually;
+use crate::trust_fixture::{TrustedKeys, push_signed, signing_key, start_with_registry};
 use crate::trust_revocation::refused_and_nothing_decides;
 
 /// `component` with a custom section holding `tag`: the same policy under
@@ -94,6 +95,35 @@ pub(crate) async fn policy_events(system: &System, policy: &str) -> Vec<String> 
         .collect()
 }
 
+/// The refusal `result` of `policy` was reported: an Event about it, and
+/// `radwasm_policy_verifications_total` counting it.
+pub(crate) async fn refusal_evented_and_counted(system: &System, policy: &str, result: &str) {
+    eventually(
+        &format!("radwasm_policy_verifications_total{{result=\"{result}\"}}"),
+        Duration::from_secs(30),
+        || async {
+            let metrics = system.metrics().await;
+            let prefix = format!(
+                "radwasm_policy_verifications_total{{reconcile_policy=\"{policy}\",result=\"{result}\"}}"
+            );
+            Ok((metric_sum(&metrics, &prefix) >= 1.0).then_some(()))
+        },
+    )
+    .await;
+    eventually(
+        &format!("a {result} Event about {policy}"),
+        Duration::from_secs(30),
+        || async {
+            Ok(policy_events(system, policy)
+                .await
+                .iter()
+                .any(|r| r == result)
+                .then_some(()))
+        },
+    )
+    .await;
+}
+
 /// The refusal is loud (status reason, Event, metric) and changes nothing:
 /// a new template selecting the policy is still decided by the guardrail,
 /// and nothing reaches Radius.
@@ -121,30 +151,7 @@ pub(crate) async fn refused_and_guardrail_keeps_deciding(
         "{}",
         condition.message
     );
-    eventually(
-        &format!("a {reason} Event about {policy}"),
-        Duration::from_secs(30),
-        || async {
-            Ok(policy_events(system, policy)
-                .await
-                .iter()
-                .any(|r| r == reason)
-                .then_some(()))
-        },
-    )
-    .await;
-    eventually(
-        &format!("radwasm_policy_verifications_total{{result=\"{reason}\"}}"),
-        Duration::from_secs(30),
-        || async {
-            let metrics = system.metrics().await;
-            let prefix = format!(
-                "radwasm_policy_verifications_total{{reconcile_policy=\"{policy}\",result=\"{reason}\"}}"
-            );
-            Ok((metric_sum(&metrics, &prefix) >= 1.0).then_some(()))
-        },
-    )
-    .await;
+    refusal_evented_and_counted(system, policy, reason).await;
     system
         .create(&labelled(template, &[("policy", select)]))
         .await;
@@ -161,28 +168,21 @@ pub(crate) async fn refused_and_guardrail_keeps_deciding(
 async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_running_one() {
     let registry = crate::registry::Registry::start();
     let options = registry.options();
-    let trusted = SigningKey::from_slice(&[11; 32]).expect("key");
-    let stranger = SigningKey::from_slice(&[12; 32]).expect("key");
+    let trusted = signing_key(11);
+    let stranger = signing_key(12);
     let tag = registry.reference("policies/trusted:stable");
 
     // The guardrail (fails every template it decides: nothing reaches
     // Radius), signed, behind the tag.
-    let guardrail = oci::push(&tag, &guest("image-tag-guardrail"), &options)
-        .await
-        .expect("push the guardrail");
-    sign(&guardrail.reference, &trusted, &options).await;
+    let guardrail = push_signed(&tag, &guest("image-tag-guardrail"), &trusted, &options).await;
 
-    let system = System::start(&[
-        "--policy-insecure-registry",
-        &registry.addr,
-        "--require-signatures",
-        "--policy-tag-interval",
-        "500ms",
-    ])
+    let system = start_with_registry(
+        &registry,
+        &["--require-signatures", "--policy-tag-interval", "500ms"],
+    )
     .await;
-    let select = format!("trust-{}", short(&system));
-    let keys = format!("{}-trusted-keys", system.namespace);
-    put_keys(&system, &keys, &[("cosign.pub", public_pem(&trusted))]).await;
+    let trust = TrustedKeys::cosign_pub(&system, "trusted", &trusted).await;
+    let select = &trust.select;
 
     // Without spec.verify the controller refuses a registry module.
     let unverified = create_policy(
@@ -194,14 +194,7 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
     .await;
     wait_policy(&system, &unverified, "False", "SignatureRequired").await;
 
-    let policy = create_policy(
-        &system,
-        "signed",
-        json!({"module": {"oci": tag},
-               "verify": {"configMap": {"namespace": system.policy_namespace(), "name": keys}},
-               "objectSelector": {"matchLabels": {"policy": select}}}),
-    )
-    .await;
+    let policy = create_policy(&system, "signed", trust.oci_spec(&system, &tag)).await;
     let loaded = wait_policy(&system, &policy, "True", "Loaded").await;
     let verified = loaded
         .status
@@ -214,7 +207,7 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
         verified.key
     );
     system
-        .create(&labelled("first", &[("policy", &select)]))
+        .create(&labelled("first", &[("policy", select)]))
         .await;
     system.wait_phase("first", "Failed").await;
 
@@ -227,7 +220,7 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
         &system,
         &policy,
         "SignatureMissing",
-        &select,
+        select,
         "t-unsigned",
     )
     .await;
@@ -238,7 +231,7 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
         &system,
         &policy,
         "SignatureUntrusted",
-        &select,
+        select,
         "t-unknown",
     )
     .await;
@@ -271,7 +264,7 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
         &system,
         &policy,
         "SignatureDigestMismatch",
-        &select,
+        select,
         "t-copied",
     )
     .await;
@@ -288,7 +281,7 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
     altered[middle] ^= 0xff;
     std::fs::write(&stored, &altered).expect("alter the layer");
     sign(&tampered.reference, &trusted, &options).await;
-    refused_and_guardrail_keeps_deciding(&system, &policy, "DigestMismatch", &select, "t-tampered")
+    refused_and_guardrail_keeps_deciding(&system, &policy, "DigestMismatch", select, "t-tampered")
         .await;
 
     // The tag back on the guardrail; then the keys go, then come back
@@ -299,20 +292,30 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
         .expect("push");
     wait_policy(&system, &policy, "True", "Loaded").await;
     let api: Api<ConfigMap> = Api::namespaced(system.client.clone(), system.policy_namespace());
-    api.delete(&keys, &DeleteParams::default())
+    api.delete(&trust.keys, &DeleteParams::default())
         .await
         .expect("delete the keys");
     let message =
-        refused_and_nothing_decides(&system, &policy, "VerifyKeysMissing", &select, "t-nokeys")
+        refused_and_nothing_decides(&system, &policy, "VerifyKeysMissing", select, "t-nokeys")
             .await;
     assert!(message.contains("no longer decides"), "{message}");
-    put_keys(&system, &keys, &[("cosign.pub", "not a key".to_string())]).await;
-    refused_and_nothing_decides(&system, &policy, "VerifyKeysInvalid", &select, "t-badkeys").await;
+    put_keys(
+        &system,
+        &trust.keys,
+        &[("cosign.pub", "not a key".to_string())],
+    )
+    .await;
+    refused_and_nothing_decides(&system, &policy, "VerifyKeysInvalid", select, "t-badkeys").await;
 
     // A restart with an unverifiable module behind the tag: nothing decides
     // for the objects selecting it (they fail, naming the refusal), and
     // nothing reaches Radius.
-    put_keys(&system, &keys, &[("cosign.pub", public_pem(&trusted))]).await;
+    put_keys(
+        &system,
+        &trust.keys,
+        &[("cosign.pub", public_pem(&trusted))],
+    )
+    .await;
     oci::push(&tag, &variant(&default, "before-restart"), &options)
         .await
         .expect("push");
@@ -321,7 +324,7 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
     system.stop_controller();
     system.start_controller();
     system
-        .create(&labelled("after-restart", &[("policy", &select)]))
+        .create(&labelled("after-restart", &[("policy", select)]))
         .await;
     let failed = system.wait_phase("after-restart", "Failed").await;
     let message = format!("{:?}", failed.status);
@@ -340,7 +343,7 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
     );
 
     delete_policies(&system, &[&policy, &unverified]).await;
-    let _ = api.delete(&keys, &DeleteParams::default()).await;
+    let _ = api.delete(&trust.keys, &DeleteParams::default()).await;
     system.shutdown().await;
 }
 
@@ -352,7 +355,7 @@ async fn only_verified_digests_behind_a_tag_decide_and_every_refusal_keeps_the_r
 async fn adding_verify_stops_a_version_that_was_never_verified() {
     let registry = crate::registry::Registry::start();
     let options = registry.options();
-    let trusted = SigningKey::from_slice(&[13; 32]).expect("key");
+    let trusted = signing_key(13);
     let pushed = oci::push(
         &registry.reference("policies/unsigned:v1"),
         &guest("image-tag-guardrail"),
@@ -360,20 +363,19 @@ async fn adding_verify_stops_a_version_that_was_never_verified() {
     )
     .await
     .expect("push the guardrail");
-    let system = System::start(&["--policy-insecure-registry", &registry.addr]).await;
-    let select = format!("late-{}", short(&system));
-    let keys = format!("{}-late-keys", system.namespace);
-    put_keys(&system, &keys, &[("cosign.pub", public_pem(&trusted))]).await;
+    let system = start_with_registry(&registry, &[]).await;
+    let trust = TrustedKeys::cosign_pub(&system, "late", &trusted).await;
+    // Nothing asks for a signature yet.
     let policy = create_policy(
         &system,
         "late",
         json!({"module": {"oci": pushed.reference},
-               "objectSelector": {"matchLabels": {"policy": select}}}),
+               "objectSelector": {"matchLabels": {"policy": trust.select}}}),
     )
     .await;
     wait_policy(&system, &policy, "True", "Loaded").await;
     system
-        .create(&labelled("before", &[("policy", &select)]))
+        .create(&labelled("before", &[("policy", &trust.select)]))
         .await;
     let decided = system.wait_phase("before", "Failed").await;
     assert_eq!(
@@ -387,8 +389,7 @@ async fn adding_verify_stops_a_version_that_was_never_verified() {
         .patch(
             &policy,
             &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"spec": {"verify": {"configMap": {
-                "namespace": system.policy_namespace(), "name": keys}}}})),
+            &kube::api::Patch::Merge(json!({"spec": {"verify": trust.verify(&system)}})),
         )
         .await
         .expect("add spec.verify");
@@ -409,7 +410,7 @@ async fn adding_verify_stops_a_version_that_was_never_verified() {
         condition.message
     );
     system
-        .create(&labelled("after", &[("policy", &select)]))
+        .create(&labelled("after", &[("policy", &trust.select)]))
         .await;
     let failed = system.wait_phase("after", "Failed").await;
     let status = failed.status.expect("status");

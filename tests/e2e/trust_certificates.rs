@@ -18,12 +18,13 @@ use serde_json::json;
 
 use radwasm::reconcile_policy::ReconcilePolicy;
 
-use crate::harness::{Backend, System, metric_sum};
+use crate::harness::{Backend, metric_sum};
 use crate::policies::{
     SYSTEM_LABEL, create_policy, delete_policies, guest, policies, short, wait_policy,
 };
 use crate::realkube::eventually;
-use crate::trust::{policy_events, put_keys, variant};
+use crate::trust::{policy_events, variant};
+use crate::trust_fixture::{TrustedKeys, start_with_registry};
 use crate::trust_revocation::refused_and_nothing_decides;
 
 const SUBJECT: &str = "release@platform.example";
@@ -58,21 +59,16 @@ async fn a_certificate_signed_module_loads_for_its_identity_and_is_refused_for_a
     .await
     .expect("push the bare signature");
 
-    let system = System::start(&[
-        "--policy-insecure-registry",
-        &registry.addr,
-        "--require-signatures",
-    ])
-    .await;
-    let roots = format!("{}-platform-ca", system.namespace);
-    put_keys(&system, &roots, &[("ca.pem", platform.root_pem())]).await;
+    let system = start_with_registry(&registry, &["--require-signatures"]).await;
+    // The platform's CA root, in a ConfigMap as keys are.
+    let trust = TrustedKeys::put(&system, "cert", &[("ca.pem", platform.root_pem())]).await;
+    let (roots, select) = (&trust.keys, &trust.select);
     let verify = |subject: &str| {
         json!({"certificate": {
             "roots": {"configMap": {"namespace": system.policy_namespace(), "name": roots}},
             "identities": [{"subject": subject, "issuer": ISSUER}]
         }})
     };
-    let select = format!("cert-{}", short(&system));
     let trusted = create_policy(
         &system,
         "certified",
@@ -143,17 +139,17 @@ async fn a_certificate_signed_module_loads_for_its_identity_and_is_refused_for_a
     // In one update, as `kubectl edit` makes it.
     let config_maps: Api<ConfigMap> =
         Api::namespaced(system.client.clone(), system.policy_namespace());
-    let mut current = config_maps.get(&roots).await.expect("the roots ConfigMap");
+    let mut current = config_maps.get(roots).await.expect("the roots ConfigMap");
     current.data = Some([("ca.pem".to_string(), stranger.root_pem())].into());
     config_maps
-        .replace(&roots, &PostParams::default(), &current)
+        .replace(roots, &PostParams::default(), &current)
         .await
         .expect("replace the roots");
     let message = refused_and_nothing_decides(
         &system,
         &trusted,
         "CertificateUntrusted",
-        &select,
+        select,
         "t-certified",
     )
     .await;

@@ -8,13 +8,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use p256::ecdsa::SigningKey;
 use radwasm::policy::source::oci;
 use serde_json::json;
 
-use crate::harness::System;
-use crate::policies::{create_policy, delete_policies, guest, labelled, short, wait_policy};
-use crate::trust::{public_pem, put_keys, variant};
+use crate::policies::{create_policy, delete_policies, guest, labelled, wait_policy};
+use crate::trust::variant;
+use crate::trust_fixture::{TrustedKeys, signing_key, start_with_registry};
 use crate::trust_revocation::refused_and_nothing_decides;
 
 /// cosign 3, built (or reused) by tests/cosign/build.sh, run offline with
@@ -102,24 +101,11 @@ async fn a_module_signed_only_by_cosign_3_loads_under_spec_verify() {
     let public =
         std::fs::read_to_string(cosign.home.path().join("cosign.pub")).expect("cosign.pub");
 
-    let system = System::start(&[
-        "--policy-insecure-registry",
-        &registry.addr,
-        "--require-signatures",
-    ])
-    .await;
-    let select = format!("cosign3-{}", short(&system));
-    let keys = format!("{}-cosign3-keys", system.namespace);
-    put_keys(&system, &keys, &[("cosign.pub", public)]).await;
-    let policy = create_policy(
-        &system,
-        "cosign3",
-        json!({"module": {"oci": pushed.reference},
-               "verify": {"configMap": {"namespace": system.policy_namespace(), "name": keys},
-                          "annotations": {"env": "prod"}},
-               "objectSelector": {"matchLabels": {"policy": select}}}),
-    )
-    .await;
+    let system = start_with_registry(&registry, &["--require-signatures"]).await;
+    let trust = TrustedKeys::put(&system, "cosign3", &[("cosign.pub", public)]).await;
+    let mut spec = trust.oci_spec(&system, &pushed.reference);
+    spec["verify"]["annotations"] = json!({"env": "prod"});
+    let policy = create_policy(&system, "cosign3", spec).await;
     let loaded = wait_policy(&system, &policy, "True", "Loaded").await;
     let verified = loaded
         .status
@@ -132,7 +118,7 @@ async fn a_module_signed_only_by_cosign_3_loads_under_spec_verify() {
         verified.key
     );
     system
-        .create(&labelled("t-cosign3", &[("policy", &select)]))
+        .create(&labelled("t-cosign3", &[("policy", &trust.select)]))
         .await;
     let failed = system.wait_phase("t-cosign3", "Failed").await;
     assert_eq!(
@@ -142,28 +128,18 @@ async fn a_module_signed_only_by_cosign_3_loads_under_spec_verify() {
     );
 
     // The same module under a policy trusting another key: refused.
-    let other_select = format!("stranger-{}", short(&system));
-    let other_keys = format!("{}-stranger-keys", system.namespace);
-    let stranger = SigningKey::from_slice(&[31; 32]).expect("key");
-    put_keys(
-        &system,
-        &other_keys,
-        &[("cosign.pub", public_pem(&stranger))],
-    )
-    .await;
+    let other = TrustedKeys::cosign_pub(&system, "stranger", &signing_key(31)).await;
     let refused = create_policy(
         &system,
         "stranger",
-        json!({"module": {"oci": pushed.reference},
-               "verify": {"configMap": {"namespace": system.policy_namespace(), "name": other_keys}},
-               "objectSelector": {"matchLabels": {"policy": other_select}}}),
+        other.oci_spec(&system, &pushed.reference),
     )
     .await;
     let message = refused_and_nothing_decides(
         &system,
         &refused,
         "SignatureUntrusted",
-        &other_select,
+        &other.select,
         "t-stranger",
     )
     .await;

@@ -11,14 +11,14 @@ use std::time::Duration;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
-use p256::ecdsa::SigningKey;
 use radwasm::policy::source::oci::{self, OciOptions};
 use radwasm::policy::trust;
 use serde_json::json;
 
 use crate::harness::System;
-use crate::policies::{create_policy, guest, short, wait_policy};
-use crate::trust::{public_pem, put_keys, refused_and_guardrail_keeps_deciding, sign, variant};
+use crate::policies::{create_policy, guest, wait_policy};
+use crate::trust::{refused_and_guardrail_keeps_deciding, variant};
+use crate::trust_fixture::{TrustedKeys, push_signed, signing_key, start_with_registry};
 
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 
@@ -64,22 +64,20 @@ async fn put_at_signature_tag(
 async fn a_signature_tag_that_cannot_be_read_and_unreadable_keys_are_trust_refusals() {
     let registry = crate::registry::Registry::start();
     let options = registry.options();
-    let trusted = SigningKey::from_slice(&[21; 32]).expect("key");
+    let trusted = signing_key(21);
     let tag = registry.reference("policies/refusals:stable");
-    let guardrail = oci::push(&tag, &guest("image-tag-guardrail"), &options)
-        .await
-        .expect("push the guardrail");
-    sign(&guardrail.reference, &trusted, &options).await;
+    let guardrail = push_signed(&tag, &guest("image-tag-guardrail"), &trusted, &options).await;
 
     let far = "registry.example.invalid:5000";
-    let system = System::start(&[
-        "--policy-insecure-registry",
-        &registry.addr,
-        "--policy-insecure-registry",
-        far,
-        "--policy-tag-interval",
-        "500ms",
-    ])
+    let system = start_with_registry(
+        &registry,
+        &[
+            "--policy-insecure-registry",
+            far,
+            "--policy-tag-interval",
+            "500ms",
+        ],
+    )
     .await;
     // Plain HTTP off loopback is warned about at start; on loopback it is not.
     system
@@ -90,17 +88,9 @@ async fn a_signature_tag_that_cannot_be_read_and_unreadable_keys_are_trust_refus
             .logs()
             .contains(&format!("registry {} is reached", registry.addr))
     );
-    let select = format!("refusals-{}", short(&system));
-    let keys = format!("{}-refusal-keys", system.namespace);
-    put_keys(&system, &keys, &[("cosign.pub", public_pem(&trusted))]).await;
-    let policy = create_policy(
-        &system,
-        "refusals",
-        json!({"module": {"oci": tag},
-               "verify": {"configMap": {"namespace": system.policy_namespace(), "name": keys}},
-               "objectSelector": {"matchLabels": {"policy": select}}}),
-    )
-    .await;
+    let trust = TrustedKeys::cosign_pub(&system, "refusals", &trusted).await;
+    let (select, keys) = (&trust.select, &trust.keys);
+    let policy = create_policy(&system, "refusals", trust.oci_spec(&system, &tag)).await;
     wait_policy(&system, &policy, "True", "Loaded").await;
     let default = guest("default-policy");
 
@@ -121,7 +111,7 @@ async fn a_signature_tag_that_cannot_be_read_and_unreadable_keys_are_trust_refus
         &options,
     )
     .await;
-    refused_and_guardrail_keeps_deciding(&system, &policy, "SignatureInvalid", &select, "t-index")
+    refused_and_guardrail_keeps_deciding(&system, &policy, "SignatureInvalid", select, "t-index")
         .await;
     let refused = wait_policy(&system, &policy, "False", "SignatureInvalid").await;
     let message = ready_message(&refused);
@@ -171,7 +161,7 @@ async fn a_signature_tag_that_cannot_be_read_and_unreadable_keys_are_trust_refus
             &system,
             &policy,
             "VerifyKeysUnreadable",
-            &select,
+            select,
             "t-keys",
         )
         .await;
@@ -251,7 +241,9 @@ async fn code_planted_in_the_compile_cache_never_decides_under_require_signature
     // Compiling takes seconds in a debug build, far longer while other
     // scenarios share the cores.
     let compile = Duration::from_secs(180);
-    system.wait_for_log_within("policy loaded policy=", compile).await;
+    system
+        .wait_for_log_within("policy loaded policy=", compile)
+        .await;
     system.kill_controller();
     let compiler = system.spawn_controller_as(None, &["--policy", &guardrail_arg]);
     system

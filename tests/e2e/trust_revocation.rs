@@ -18,12 +18,13 @@ use radwasm::policy::source::oci::{self, OciOptions};
 use radwasm::policy::trust;
 use serde_json::json;
 
-use crate::harness::{System, metric_sum};
-use crate::policies::{create_policy, delete_policies, guest, labelled, short, wait_policy};
+use crate::harness::System;
+use crate::policies::{create_policy, delete_policies, guest, labelled, wait_policy};
 use crate::realkube::eventually;
 use crate::trust::{
-    policy_events, public_pem, put_keys, refused_and_guardrail_keeps_deciding, sign, variant,
+    public_pem, refusal_evented_and_counted, refused_and_guardrail_keeps_deciding, sign, variant,
 };
+use crate::trust_fixture::{TrustedKeys, push_signed, signing_key, start_with_registry};
 
 /// Sign `pinned` with `annotations` in the payload's `optional`, as `cosign
 /// sign -a` does.
@@ -105,47 +106,19 @@ pub(crate) async fn refused_and_nothing_decides(
     message
 }
 
-async fn counted(system: &System, policy: &str, result: &str) {
-    eventually(
-        &format!("radwasm_policy_verifications_total{{result=\"{result}\"}}"),
-        Duration::from_secs(30),
-        || async {
-            let metrics = system.metrics().await;
-            let prefix = format!(
-                "radwasm_policy_verifications_total{{reconcile_policy=\"{policy}\",result=\"{result}\"}}"
-            );
-            Ok((metric_sum(&metrics, &prefix) >= 1.0).then_some(()))
-        },
-    )
-    .await;
-    eventually(
-        &format!("a {result} Event about {policy}"),
-        Duration::from_secs(30),
-        || async {
-            Ok(policy_events(system, policy)
-                .await
-                .iter()
-                .any(|r| r == result)
-                .then_some(()))
-        },
-    )
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manifest_and_signature_copied_from_another_repository_are_refused() {
     let registry = crate::registry::Registry::start();
     let options = registry.options();
-    let key = SigningKey::from_slice(&[21; 32]).expect("key");
+    let key = signing_key(21);
     let module = variant(&guest("default-policy"), "replayed");
-    let original = oci::push(
+    let original = push_signed(
         &registry.reference("policies/original:v1"),
         &module,
+        &key,
         &options,
     )
-    .await
-    .expect("push the original");
-    sign(&original.reference, &key, &options).await;
+    .await;
     // The same manifest in another repository (its digest is the same),
     // with the original's signature layers copied beside it unchanged, as
     // `cosign copy` copies them.
@@ -170,28 +143,20 @@ async fn a_manifest_and_signature_copied_from_another_repository_are_refused() {
         .expect("copy the signature");
     }
 
-    let system = System::start(&[
-        "--policy-insecure-registry",
-        &registry.addr,
-        "--require-signatures",
-    ])
-    .await;
-    let select = format!("replay-{}", short(&system));
-    let keys = format!("{}-replay-keys", system.namespace);
-    put_keys(&system, &keys, &[("cosign.pub", public_pem(&key))]).await;
+    let system = start_with_registry(&registry, &["--require-signatures"]).await;
+    let trust = TrustedKeys::cosign_pub(&system, "replay", &key).await;
+    let select = &trust.select;
     let policy = create_policy(
         &system,
         "replayed",
-        json!({"module": {"oci": copy.reference},
-               "verify": {"configMap": {"namespace": system.policy_namespace(), "name": keys}},
-               "objectSelector": {"matchLabels": {"policy": select}}}),
+        trust.oci_spec(&system, &copy.reference),
     )
     .await;
     let message = refused_and_nothing_decides(
         &system,
         &policy,
         "SignatureReferenceMismatch",
-        &select,
+        select,
         "t-copied",
     )
     .await;
@@ -199,7 +164,7 @@ async fn a_manifest_and_signature_copied_from_another_repository_are_refused() {
         message.contains("policies/original") && message.contains("policies/copy"),
         "{message}"
     );
-    counted(&system, &policy, "SignatureReferenceMismatch").await;
+    refusal_evented_and_counted(&system, &policy, "SignatureReferenceMismatch").await;
 
     // Signed for the repository it is in, the same digest loads.
     sign(&copy.reference, &key, &options).await;
@@ -217,40 +182,24 @@ async fn a_manifest_and_signature_copied_from_another_repository_are_refused() {
 async fn required_annotations_refuse_a_signature_without_them_and_a_tag_moved_back() {
     let registry = crate::registry::Registry::start();
     let options = registry.options();
-    let key = SigningKey::from_slice(&[22; 32]).expect("key");
+    let key = signing_key(22);
     let tag = registry.reference("policies/released:stable");
     // Release 1.4 is the guardrail (fails every template it decides:
     // nothing reaches Radius); release 1.3 is the default policy.
-    let release_14 = oci::push(&tag, &guest("image-tag-guardrail"), &options)
-        .await
-        .expect("push 1.4");
-    sign(&release_14.reference, &key, &options).await;
+    let release_14 = push_signed(&tag, &guest("image-tag-guardrail"), &key, &options).await;
 
-    let system = System::start(&[
-        "--policy-insecure-registry",
-        &registry.addr,
-        "--policy-tag-interval",
-        "500ms",
-    ])
-    .await;
-    let select = format!("release-{}", short(&system));
-    let keys = format!("{}-release-keys", system.namespace);
-    put_keys(&system, &keys, &[("cosign.pub", public_pem(&key))]).await;
-    let policy = create_policy(
-        &system,
-        "released",
-        json!({"module": {"oci": tag},
-               "verify": {"configMap": {"namespace": system.policy_namespace(), "name": keys},
-                          "annotations": {"version": "1.4", "env": "prod"}},
-               "objectSelector": {"matchLabels": {"policy": select}}}),
-    )
-    .await;
+    let system = start_with_registry(&registry, &["--policy-tag-interval", "500ms"]).await;
+    let trust = TrustedKeys::cosign_pub(&system, "release", &key).await;
+    let select = &trust.select;
+    let mut spec = trust.oci_spec(&system, &tag);
+    spec["verify"]["annotations"] = json!({"version": "1.4", "env": "prod"});
+    let policy = create_policy(&system, "released", spec).await;
     // Signed by the trusted key, but without the annotations.
     let message = refused_and_nothing_decides(
         &system,
         &policy,
         "SignatureAnnotationMismatch",
-        &select,
+        select,
         "t-plain",
     )
     .await;
@@ -258,7 +207,7 @@ async fn required_annotations_refuse_a_signature_without_them_and_a_tag_moved_ba
         message.contains("env=prod") && message.contains("version=1.4"),
         "{message}"
     );
-    counted(&system, &policy, "SignatureAnnotationMismatch").await;
+    refusal_evented_and_counted(&system, &policy, "SignatureAnnotationMismatch").await;
 
     // Signed for release 1.4 in prod: it decides.
     sign_with(
@@ -286,7 +235,7 @@ async fn required_annotations_refuse_a_signature_without_them_and_a_tag_moved_ba
         &system,
         &policy,
         "SignatureAnnotationMismatch",
-        &select,
+        select,
         "t-rollback",
     )
     .await;
@@ -320,7 +269,7 @@ async fn required_annotations_refuse_a_signature_without_them_and_a_tag_moved_ba
         &system,
         &policy,
         "SignatureAnnotationMismatch",
-        &select,
+        select,
         "t-after-1.5",
     )
     .await;
@@ -336,45 +285,41 @@ async fn required_annotations_refuse_a_signature_without_them_and_a_tag_moved_ba
 async fn removing_a_key_stops_the_version_it_verified_until_a_trusted_key_verifies_it_again() {
     let registry = crate::registry::Registry::start();
     let options = registry.options();
-    let leaked = SigningKey::from_slice(&[23; 32]).expect("key");
-    let other_team = SigningKey::from_slice(&[24; 32]).expect("key");
-    let fresh = SigningKey::from_slice(&[25; 32]).expect("key");
+    let leaked = signing_key(23);
+    let other_team = signing_key(24);
+    let fresh = signing_key(25);
     // The default policy (it deploys), pinned by digest, signed by the key
     // that will leak.
-    let module = oci::push(
+    let module = push_signed(
         &registry.reference("policies/deploys:v1"),
         &variant(&guest("default-policy"), "revocation"),
+        &leaked,
         &options,
     )
-    .await
-    .expect("push");
-    sign(&module.reference, &leaked, &options).await;
+    .await;
 
-    let system = System::start(&["--policy-insecure-registry", &registry.addr]).await;
-    let select = format!("revoke-{}", short(&system));
-    let keys = format!("{}-revoke-keys", system.namespace);
-    put_keys(
+    let system = start_with_registry(&registry, &[]).await;
+    let trust = TrustedKeys::put(
         &system,
-        &keys,
+        "revoke",
         &[
             ("leaked.pub", public_pem(&leaked)),
             ("other-team.pub", public_pem(&other_team)),
         ],
     )
     .await;
+    let (select, keys) = (&trust.select, &trust.keys);
     let policy = create_policy(
         &system,
         "revoked",
-        json!({"module": {"oci": module.reference},
-               "verify": {"configMap": {"namespace": system.policy_namespace(), "name": keys}},
-               "objectSelector": {"matchLabels": {"policy": select}}}),
+        trust.oci_spec(&system, &module.reference),
     )
     .await;
     let loaded = wait_policy(&system, &policy, "True", "Loaded").await;
     let verified = loaded.status.and_then(|s| s.verified).expect("verified");
     assert!(verified.key.contains("leaked.pub"), "{}", verified.key);
     system
-        .create(&labelled("before", &[("policy", &select)]))
+        .create(&labelled("before", &[("policy", select)]))
         .await;
     system.wait_phase("before", "Ready").await;
 
@@ -383,7 +328,7 @@ async fn removing_a_key_stops_the_version_it_verified_until_a_trusted_key_verifi
     let removed = Instant::now();
     replace_keys(
         &system,
-        &keys,
+        keys,
         &[("other-team.pub", public_pem(&other_team))],
     )
     .await;
@@ -399,7 +344,7 @@ async fn removing_a_key_stops_the_version_it_verified_until_a_trusted_key_verifi
         .map(|c| c.message.clone())
         .unwrap_or_default();
     assert!(message.contains("no longer decides"), "{message}");
-    counted(&system, &policy, "SignatureUntrusted").await;
+    refusal_evented_and_counted(&system, &policy, "SignatureUntrusted").await;
     // The template it decided waits, failed with PolicyNotReady (its Radius
     // resources stay as they are); a new one is decided by nothing.
     let before = eventually(
@@ -422,7 +367,7 @@ async fn removing_a_key_stops_the_version_it_verified_until_a_trusted_key_verifi
         "{}",
         before.message
     );
-    refused_and_nothing_decides(&system, &policy, "SignatureUntrusted", &select, "during").await;
+    refused_and_nothing_decides(&system, &policy, "SignatureUntrusted", select, "during").await;
 
     // Re-signed with a new key: not trusted yet, so nothing changes.
     sign(&module.reference, &fresh, &options).await;
@@ -433,7 +378,7 @@ async fn removing_a_key_stops_the_version_it_verified_until_a_trusted_key_verifi
     let added = Instant::now();
     replace_keys(
         &system,
-        &keys,
+        keys,
         &[
             ("other-team.pub", public_pem(&other_team)),
             ("fresh.pub", public_pem(&fresh)),

@@ -14,10 +14,11 @@ use serde_json::json;
 
 use crate::harness::{System, metric_sum};
 use crate::policies::{
-    create_policy, delete_policies, guest, labelled, module_from, put_module, short, wait_policy,
+    create_policy, delete_policies, guest, labelled, module_from, put_module, wait_policy,
 };
 use crate::realkube::eventually;
-use crate::trust::{policy_events, public_pem, put_keys};
+use crate::trust::{public_pem, refusal_evented_and_counted};
+use crate::trust_fixture::{TrustedKeys, signing_key};
 
 /// Add the blob signature of `bytes` by `key` under `policy.wasm.sig` of
 /// the scenario's module ConfigMap `name` (as `kubectl create configmap
@@ -47,11 +48,10 @@ async fn wait_verification_metric(system: &System, label: &str, result: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configmap_module_is_refused_unsigned_and_loads_once_its_signature_is_added() {
     let system = System::start(&["--require-signatures"]).await;
-    let trusted = SigningKey::from_slice(&[21; 32]).expect("key");
-    let stranger = SigningKey::from_slice(&[22; 32]).expect("key");
-    let keys = format!("{}-cm-keys", system.namespace);
-    put_keys(&system, &keys, &[("cosign.pub", public_pem(&trusted))]).await;
-    let select = format!("cm-{}", short(&system));
+    let trusted = signing_key(21);
+    let stranger = signing_key(22);
+    let trust = TrustedKeys::cosign_pub(&system, "cm", &trusted).await;
+    let (select, keys) = (&trust.select, &trust.keys);
     let guardrail = guest("image-tag-guardrail");
     put_module(&system, "guardrail", guardrail.clone()).await;
 
@@ -70,7 +70,7 @@ async fn a_configmap_module_is_refused_unsigned_and_loads_once_its_signature_is_
         &system,
         "cm-signed",
         json!({"module": module_from(&system, "guardrail"),
-               "verify": {"configMap": {"namespace": system.policy_namespace(), "name": keys}},
+               "verify": trust.verify(&system),
                "objectSelector": {"matchLabels": {"policy": select}}}),
     )
     .await;
@@ -80,22 +80,10 @@ async fn a_configmap_module_is_refused_unsigned_and_loads_once_its_signature_is_
         .and_then(|s| s.last_error)
         .unwrap_or_default();
     assert!(message.contains("key policy.wasm.sig"), "{message}");
-    eventually(
-        "a SignatureMissing Event",
-        Duration::from_secs(30),
-        || async {
-            Ok(policy_events(&system, &policy)
-                .await
-                .iter()
-                .any(|r| r == "SignatureMissing")
-                .then_some(()))
-        },
-    )
-    .await;
-    wait_verification_metric(&system, &policy, "SignatureMissing").await;
+    refusal_evented_and_counted(&system, &policy, "SignatureMissing").await;
     // Nothing decides for the objects selecting it, and nothing reaches Radius.
     system
-        .create(&labelled("unsigned", &[("policy", &select)]))
+        .create(&labelled("unsigned", &[("policy", select)]))
         .await;
     let failed = system.wait_phase("unsigned", "Failed").await;
     assert!(
@@ -131,7 +119,7 @@ async fn a_configmap_module_is_refused_unsigned_and_loads_once_its_signature_is_
     );
     wait_verification_metric(&system, &policy, "Verified").await;
     system
-        .create(&labelled("signed", &[("policy", &select)]))
+        .create(&labelled("signed", &[("policy", select)]))
         .await;
     let decided = system.wait_phase("signed", "Failed").await;
     assert_eq!(
@@ -143,7 +131,7 @@ async fn a_configmap_module_is_refused_unsigned_and_loads_once_its_signature_is_
 
     delete_policies(&system, &[&policy, &unverified]).await;
     let api: Api<ConfigMap> = Api::namespaced(system.client.clone(), system.policy_namespace());
-    let _ = api.delete(&keys, &DeleteParams::default()).await;
+    let _ = api.delete(keys, &DeleteParams::default()).await;
     system.shutdown().await;
 }
 
@@ -153,10 +141,9 @@ async fn a_configmap_module_is_refused_unsigned_and_loads_once_its_signature_is_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_layer_over_an_unsigned_configmap_base_is_refused() {
     let system = System::start(&[]).await;
-    let trusted = SigningKey::from_slice(&[23; 32]).expect("key");
-    let keys = format!("{}-layer-keys", system.namespace);
-    put_keys(&system, &keys, &[("cosign.pub", public_pem(&trusted))]).await;
-    let verify = json!({"configMap": {"namespace": system.policy_namespace(), "name": keys}});
+    let trusted = signing_key(23);
+    let trust = TrustedKeys::cosign_pub(&system, "layer", &trusted).await;
+    let verify = trust.verify(&system);
     let default = guest("default-policy");
     put_module(&system, "base", default.clone()).await;
     let base = create_policy(
@@ -218,7 +205,7 @@ async fn a_signed_layer_over_an_unsigned_configmap_base_is_refused() {
 
     delete_policies(&system, &[&layer, &base]).await;
     let api: Api<ConfigMap> = Api::namespaced(system.client.clone(), system.policy_namespace());
-    let _ = api.delete(&keys, &DeleteParams::default()).await;
+    let _ = api.delete(&trust.keys, &DeleteParams::default()).await;
     system.shutdown().await;
 }
 
@@ -246,7 +233,7 @@ fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
 async fn the_policy_file_must_be_signed_to_start_and_to_be_replaced() {
     let mut system = System::start(&[]).await;
     system.stop_controller();
-    let trusted = SigningKey::from_slice(&[24; 32]).expect("key");
+    let trusted = signing_key(24);
     let dir = system.dir.path().to_path_buf();
     let keys = dir.join("keys");
     std::fs::create_dir(&keys).expect("keys dir");
