@@ -5,15 +5,32 @@ use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
-
 use radwasm_policy_fetch::source::SecretData;
 use radwasm_policy_fetch::{ClusterReader, ConfigMapData};
+use serde::de::DeserializeOwned;
 
 use super::describe_kube_error;
 
 /// [`ClusterReader`] on a Kubernetes client.
 #[derive(Clone)]
 pub struct KubeReader(pub kube::Client);
+
+impl KubeReader {
+    /// The object `namespace/name`, `None` if there is none.
+    async fn get<K>(&self, namespace: &str, name: &str) -> Result<Option<K>, String>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        Api::<K>::namespaced(self.0.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|error| describe_kube_error(&error))
+    }
+}
 
 impl ClusterReader for KubeReader {
     fn config_map<'a>(
@@ -22,11 +39,7 @@ impl ClusterReader for KubeReader {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<ConfigMapData>, String>> {
         async move {
-            let api: Api<ConfigMap> = Api::namespaced(self.0.clone(), namespace);
-            let found = api
-                .get_opt(name)
-                .await
-                .map_err(|error| describe_kube_error(&error))?;
+            let found: Option<ConfigMap> = self.get(namespace, name).await?;
             Ok(found.map(|config_map| ConfigMapData {
                 binary_data: config_map
                     .binary_data
@@ -46,11 +59,7 @@ impl ClusterReader for KubeReader {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<SecretData>, String>> {
         async move {
-            let api: Api<Secret> = Api::namespaced(self.0.clone(), namespace);
-            let found = api
-                .get_opt(name)
-                .await
-                .map_err(|error| describe_kube_error(&error))?;
+            let found: Option<Secret> = self.get(namespace, name).await?;
             Ok(found.map(|secret| {
                 secret
                     .data

@@ -285,7 +285,7 @@ impl Fetcher {
         }
     }
 
-    fn cluster(&self, what: &str) -> Result<&dyn ClusterReader, SourceError> {
+    pub(super) fn cluster(&self, what: &str) -> Result<&dyn ClusterReader, SourceError> {
         self.cluster
             .as_deref()
             .ok_or_else(|| unavailable(what, "no Kubernetes client to read it with"))

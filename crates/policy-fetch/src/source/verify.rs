@@ -69,20 +69,25 @@ impl Fetcher {
             }
             .into()
         };
-        let config_map = match self.config_map(namespace, name, what).await {
-            Ok(config_map) => config_map,
-            Err(error) if error.detail == "the ConfigMap does not exist" => {
+        let unreadable = |detail: String| -> VerifyFailure {
+            TrustError::KeysUnreadable {
+                what: what.to_string(),
+                detail,
+            }
+            .into()
+        };
+        let read = match self.cluster(what) {
+            Ok(cluster) => cluster.config_map(namespace, name).await,
+            Err(error) => return Err(unreadable(error.detail)),
+        };
+        let config_map = match read {
+            Ok(Some(config_map)) => config_map,
+            Ok(None) => {
                 return Err(missing(format!(
                     "the ConfigMap does not exist; no module is trusted without its {material}"
                 )));
             }
-            Err(error) => {
-                return Err(TrustError::KeysUnreadable {
-                    what: what.to_string(),
-                    detail: error.detail,
-                }
-                .into());
-            }
+            Err(error) => return Err(unreadable(error)),
         };
         let data = config_map.data;
         if data.is_empty() {
