@@ -46,9 +46,8 @@ impl RecordArgs {
     pub fn settings(&self) -> RecorderSettings {
         RecorderSettings {
             directory: self.decision_records_dir.clone(),
-            max_file_bytes: self.decision_records_max_file_bytes.max(1),
-            max_files: usize::try_from(self.decision_records_max_files.max(1))
-                .unwrap_or(usize::MAX),
+            max_file_bytes: self.decision_records_max_file_bytes,
+            max_files: usize::try_from(self.decision_records_max_files).unwrap_or(usize::MAX),
             ring: self.decision_ring,
             queue: QUEUE_CAPACITY,
         }

@@ -87,8 +87,7 @@ impl RuntimeArgs {
             pool: self.pool_limits()?,
             compile_cache,
             loads,
-            // Set by `policy::engine_with_options`.
-            base: None,
+            ..EngineOptions::default()
         })
     }
 }
