@@ -81,6 +81,21 @@ pub(super) fn follow_deployment(
     }
 }
 
+/// The status of a template whose current spec is being deployed:
+/// `Updating`, not Ready for `Deploying`, saying `message`.
+fn deploying_status(message: String) -> DesiredTemplateStatus {
+    DesiredTemplateStatus {
+        phase: Some(TemplatePhase::Updating),
+        ready: Some(ready_condition(
+            ConditionStatus::False,
+            "Deploying",
+            &message,
+        )),
+        message: Some(message),
+        ..Default::default()
+    }
+}
+
 /// `Updating`, not Ready (`Deploying`), polled again when Radius suggests.
 fn deployment_running(
     observation: &TemplateObservation,
@@ -89,19 +104,7 @@ fn deployment_running(
 ) {
     let generation = observation.meta.generation;
     let message = format!("deploying generation {generation}");
-    plan.status(
-        &observation.status,
-        DesiredTemplateStatus {
-            phase: Some(TemplatePhase::Updating),
-            message: Some(message.clone()),
-            ready: Some(ready_condition(
-                ConditionStatus::False,
-                "Deploying",
-                &message,
-            )),
-            ..Default::default()
-        },
-    );
+    plan.status(&observation.status, deploying_status(message));
     plan.requeue(poll_after(retry_after_ms));
 }
 
@@ -173,17 +176,10 @@ fn earlier_spec_deployed(
     plan.status(
         &observation.status,
         DesiredTemplateStatus {
-            phase: Some(TemplatePhase::Updating),
-            message: Some(message.clone()),
             status_hash: Some(deployed_hash.to_string()),
             output_resources: Some(output_resources.to_vec()),
-            ready: Some(ready_condition(
-                ConditionStatus::False,
-                "Deploying",
-                &message,
-            )),
             clear_operation: true,
-            ..Default::default()
+            ..deploying_status(message.clone())
         },
     );
     plan.requeue(0);
@@ -236,15 +232,8 @@ fn deployment_ended_badly(
         plan.status(
             &observation.status,
             DesiredTemplateStatus {
-                phase: Some(TemplatePhase::Updating),
-                message: Some(message.clone()),
-                ready: Some(ready_condition(
-                    ConditionStatus::False,
-                    "Deploying",
-                    &message,
-                )),
                 clear_operation: true,
-                ..Default::default()
+                ..deploying_status(message.clone())
             },
         );
         plan.event(EventType::Warning, reason, message);
