@@ -115,11 +115,18 @@ fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
             }
             OperationResult::Succeeded { .. } => {
                 plan.push(ResourceAction::RemoveFinalizer);
-                plan.event(
-                    EventType::Normal,
-                    "RadiusResourceDeleted",
-                    format!("deleted {id} in Radius"),
-                );
+                // Deleted with its template, the template's `Deleted` Event
+                // tallies it: one Event per resource more would double what
+                // a deletion writes through the API server, about an object
+                // gone in the same plan. Deleted on its own (by hand, or
+                // dropped from the template's outputs), it is said here.
+                if !owner_is_being_deleted(observation) {
+                    plan.event(
+                        EventType::Normal,
+                        "RadiusResourceDeleted",
+                        format!("deleted {id} in Radius"),
+                    );
+                }
             }
             OperationResult::Failed(error) => {
                 let message = format!(
@@ -175,6 +182,14 @@ fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
             );
         }
     }
+}
+
+/// True if the resource's controller owner template is the one found under
+/// its name and is being deleted.
+fn owner_is_being_deleted(observation: &ResourceObservation) -> bool {
+    observation.owner.as_ref().is_some_and(|owner| {
+        owner.deletion_requested && owner.found_uid.as_ref() == Some(&owner.reference_uid)
+    })
 }
 
 fn deleting(observation: &ResourceObservation, plan: &mut ResourcePlanner, message: String) {
