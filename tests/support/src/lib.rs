@@ -15,7 +15,10 @@
 //!   simulator as its deployment engine.
 //! * [`node`]: a real Kubernetes node (containerd, kubelet, kube-proxy) with
 //!   that control plane on a bridge, for the chart's node tests.
-#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test or benchmark scenario reads top to bottom as one story"
+)]
 
 pub mod node;
 pub mod pki;
@@ -44,6 +47,45 @@ pub fn repository() -> PathBuf {
         .join("../..")
         .canonicalize()
         .expect("the repository root")
+}
+
+/// The case files whose expected plan changed after the guests kept under
+/// `host/tests/fixtures/contract-*/` were built, as listed (relative to the
+/// repository) in `host/tests/fixtures/cases-changed-since.txt`.
+pub fn cases_changed_since_kept_guests() -> Vec<PathBuf> {
+    let list = repository().join("host/tests/fixtures/cases-changed-since.txt");
+    std::fs::read_to_string(&list)
+        .unwrap_or_else(|error| panic!("{}: {error}", list.display()))
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// Check a guest kept as a fixture against today's cases, given each case
+/// file and whether the guest passed it (or how it failed): every case
+/// passes except those [`cases_changed_since_kept_guests`] lists, which
+/// must fail (so the list cannot outlive the change it records). Panics
+/// naming the first case that does otherwise; the number of cases checked.
+pub fn kept_guest_decides_as_then(
+    outcomes: impl IntoIterator<Item = (PathBuf, Result<(), String>)>,
+) -> usize {
+    let changed = cases_changed_since_kept_guests();
+    let mut checked = 0;
+    for (path, outcome) in outcomes {
+        let listed = changed.iter().any(|case| path.ends_with(case));
+        match (outcome, listed) {
+            (Ok(()), false) | (Err(_), true) => {}
+            (Err(failed), false) => panic!("{}: {failed}", path.display()),
+            (Ok(()), true) => panic!(
+                "{} is listed in host/tests/fixtures/cases-changed-since.txt, yet the kept guest passes it",
+                path.display()
+            ),
+        }
+        checked += 1;
+    }
+    checked
 }
 
 /// User + system CPU seconds of a process so far (`/proc/<pid>/stat`,
