@@ -113,21 +113,7 @@ fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
                     format!("Radius no longer knows the deletion of {id}; deleting it again"),
                 );
             }
-            OperationResult::Succeeded { .. } => {
-                plan.push(ResourceAction::RemoveFinalizer);
-                // Deleted with its template, the template's `Deleted` Event
-                // tallies it: one Event per resource more would double what
-                // a deletion writes through the API server, about an object
-                // gone in the same plan. Deleted on its own (by hand, or
-                // dropped from the template's outputs), it is said here.
-                if !owner_is_being_deleted(observation) {
-                    plan.event(
-                        EventType::Normal,
-                        "RadiusResourceDeleted",
-                        format!("deleted {id} in Radius"),
-                    );
-                }
-            }
+            OperationResult::Succeeded { .. } => deleted(observation, plan),
             OperationResult::Failed(error) => {
                 let message = format!(
                     "deleting {id} failed: {}: {}; retrying in {}s",
@@ -181,6 +167,22 @@ fn delete(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
                 format!("{id} left in Radius: {why}"),
             );
         }
+    }
+}
+
+/// The Radius resource is gone: the finalizer goes. Deleted with its
+/// template, the template's `Deleted` Event tallies it: one Event per
+/// resource more would double what a deletion writes through the API
+/// server, about an object gone in the same plan. Deleted on its own (by
+/// hand, or dropped from the template's outputs), it is said here.
+fn deleted(observation: &ResourceObservation, plan: &mut ResourcePlanner) {
+    plan.push(ResourceAction::RemoveFinalizer);
+    if !owner_is_being_deleted(observation) {
+        plan.event(
+            EventType::Normal,
+            "RadiusResourceDeleted",
+            format!("deleted {} in Radius", observation.radius_id),
+        );
     }
 }
 
