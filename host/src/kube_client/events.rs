@@ -55,7 +55,31 @@ pub struct EventRecorders {
 
 /// The Events one shard sent in the last [`SERIES_WINDOW`], by what makes
 /// a repeat.
-type Sent = HashMap<EventKey, CoreEvent>;
+type Sent = HashMap<EventKey, Series>;
+
+/// What is kept of a sent Event: what the next count of its series patches.
+/// Not the Event itself: at 10,000 templates the recorders hold some
+/// 20,000 Events after a burst of deployments, which kept whole were the
+/// largest part of the controller's heap (35 MiB of 228 MiB in a heap
+/// profile, `docs/benchmarks-scale.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Series {
+    /// The Event's name (its namespace is the key's).
+    name: String,
+    count: i32,
+    last_seen: Timestamp,
+}
+
+impl Series {
+    /// Seen once more at `now`: the next count.
+    fn next(&self, now: Timestamp) -> Series {
+        Series {
+            name: self.name.clone(),
+            count: self.count + 1,
+            last_seen: now,
+        }
+    }
+}
 
 /// What makes two Events one series (kube's key: the message is not part
 /// of it, so a series keeps its first message).
@@ -101,18 +125,18 @@ impl EventRecorders {
             ),
         };
         let mut sent = self.shards[shard(reference)].lock().await;
-        sent.retain(|_, e| last_seen(e).is_some_and(|at| at + SERIES_WINDOW > now));
+        sent.retain(|_, series| series.last_seen + SERIES_WINDOW > now);
         let namespace = reference.namespace.as_deref().unwrap_or("default");
         let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), namespace);
-        let record = match sent.get(&key).map(|previous| next_in_series(previous, now)) {
+        let series = match sent.get(&key).map(|previous| previous.next(now)) {
             Some(repeat) => {
                 let change = serde_json::json!({
                     "count": repeat.count,
-                    "lastTimestamp": repeat.last_timestamp,
+                    "lastTimestamp": Time(now),
                 });
                 events
                     .patch(
-                        &repeat.name_any(),
+                        &repeat.name,
                         &PatchParams::default(),
                         &Patch::Merge(&change),
                     )
@@ -122,10 +146,14 @@ impl EventRecorders {
             None => {
                 let record = self.new_event(event, reference, now);
                 events.create(&PostParams::default(), &record).await?;
-                record
+                Series {
+                    name: record.name_any(),
+                    count: 1,
+                    last_seen: now,
+                }
             }
         };
-        sent.insert(key, record);
+        sent.insert(key, series);
         Ok(())
     }
 
@@ -175,19 +203,6 @@ impl EventRecorders {
     }
 }
 
-/// When an Event was last seen.
-fn last_seen(event: &CoreEvent) -> Option<Timestamp> {
-    event.last_timestamp.as_ref().map(|t| t.0)
-}
-
-/// `previous` seen once more at `now`: the next count of its series.
-fn next_in_series(previous: &CoreEvent, now: Timestamp) -> CoreEvent {
-    let mut event = previous.clone();
-    event.count = Some(previous.count.unwrap_or(1) + 1);
-    event.last_timestamp = Some(Time(now));
-    event
-}
-
 /// The recorder an object's events go to: the same for every event of it.
 fn shard(reference: &ObjectReference) -> usize {
     // `DefaultHasher::new()` has fixed keys: the same object, the same shard.
@@ -216,18 +231,21 @@ mod tests {
     #[test]
     fn a_repeat_counts_on_and_moves_the_last_timestamp() {
         let first = Timestamp::from_second(1_000).expect("time");
-        let event = CoreEvent {
-            first_timestamp: Some(Time(first)),
-            last_timestamp: Some(Time(first)),
-            count: Some(1),
-            ..Default::default()
+        let series = Series {
+            name: "app.17f".into(),
+            count: 1,
+            last_seen: first,
         };
         let later = Timestamp::from_second(1_075).expect("time");
-        let third = next_in_series(&next_in_series(&event, later), later);
-        assert_eq!(third.count, Some(3));
-        assert_eq!(third.first_timestamp, Some(Time(first)));
-        assert_eq!(third.last_timestamp, Some(Time(later)));
-        assert_eq!(last_seen(&third), Some(later));
+        let third = series.next(later).next(later);
+        assert_eq!(
+            third,
+            Series {
+                name: "app.17f".into(),
+                count: 3,
+                last_seen: later,
+            }
+        );
     }
 
     #[test]
