@@ -49,13 +49,21 @@
 //! kube-apiserver CPU profiles of each phase and heap profiles at each
 //! phase's peak and end there (`controller/server_side.rs`).
 //! `--delete-rate N` paces `scale`'s DELETEs to N templates a second (to
-//! compare with a controller that deletes at that pace). `--drift-resync D` is passed to every controller
+//! compare with a controller that deletes at that pace). `--controller
+//! radius` runs `scale` with Radius's own controller (built from Radius's
+//! source, `tests/radius/build.sh`) in radwasm's place, against the same
+//! simulator on the real API server, with the templates in the shape
+//! Radius's CLI writes; `--radius-shape` writes them so for radwasm too,
+//! so that both meet the same load. Radius's controller is not restarted. `--drift-resync D` is passed to every controller
 //! started (except `resync`'s own settings); without it each runs with
 //! `radwasm run`'s default. The Radius simulator runs in this process on
 //! 127.0.0.1 and stops with it; the controller is a separate process so its
 //! memory is its own. See `docs/benchmarks-scale.md` for figures and how
 //! the baseline is measured.
-#![allow(clippy::too_many_lines, reason = "a test or benchmark scenario reads top to bottom as one story")]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test or benchmark scenario reads top to bottom as one story"
+)]
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -83,6 +91,8 @@ mod server_side;
 
 /// The real control plane, shared with the e2e tests.
 use radwasm_test_support::realkube;
+/// Radius's own controller, built from Radius's source.
+use radwasm_test_support::realradius::RadiusController;
 
 const TEMPLATE: &str = include_str!("fixtures/three-resources.json");
 const SCOPE: &str = "/planes/radius/local/resourceGroups/bench";
@@ -140,6 +150,23 @@ struct Options {
     /// `scale`: templates deleted per second (the DELETEs paced evenly);
     /// `None`: as fast as `apply_concurrency` allows.
     delete_rate: Option<f64>,
+    /// `scale`: which controller is measured.
+    controller: Controller,
+    /// `scale`: write the templates as Radius's CLI writes them (parameters
+    /// as a map of text, `providerConfig` as JSON text, with a
+    /// `deployments` scope); always so for Radius's controller.
+    radius_shape: bool,
+}
+
+/// The controller `scale` measures (`--controller`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Controller {
+    /// `radwasm run` (or `RADWASM_BENCH_BINARY`).
+    Radwasm,
+    /// Radius's own controller, built from Radius's source
+    /// (`tests/radius/build.sh`), against the same simulator; real API
+    /// server only.
+    Radius,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -163,6 +190,8 @@ fn options() -> anyhow::Result<Options> {
         resync_settings: vec!["0".into(), "60s".into(), "15s".into()],
         apiserver_profile: None,
         delete_rate: None,
+        controller: Controller::Radwasm,
+        radius_shape: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -222,6 +251,14 @@ fn options() -> anyhow::Result<Options> {
                 options.apply_concurrency = number("--apply-concurrency")?.max(1) as usize
             }
             "--real-apiserver" => options.servers = vec![Server::Real],
+            "--controller" => {
+                options.controller = match args.next().as_deref() {
+                    Some("radwasm") => Controller::Radwasm,
+                    Some("radius") => Controller::Radius,
+                    other => bail!("--controller takes radwasm or radius, not {other:?}"),
+                }
+            }
+            "--radius-shape" => options.radius_shape = true,
             "--apiserver" => {
                 options.servers = match args.next().as_deref() {
                     Some("embedded") => vec![Server::Embedded],
@@ -234,12 +271,20 @@ fn options() -> anyhow::Result<Options> {
                 options.benches.push(arg)
             }
             other => bail!(
-                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both, --real-apiserver, --apiserver-profile DIR, --delete-rate N, --resources N|A-B"
+                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both, --real-apiserver, --apiserver-profile DIR, --delete-rate N, --resources N|A-B, --controller radwasm|radius, --radius-shape"
             ),
         }
     }
     if options.benches.is_empty() {
         options.benches = vec!["time-to-ready".into(), "scale".into()];
+    }
+    if options.controller == Controller::Radius {
+        if options.benches != ["scale"] || options.servers != [Server::Real] {
+            bail!(
+                "--controller radius measures scale on the real API server only: add scale --apiserver real"
+            );
+        }
+        options.radius_shape = true;
     }
     Ok(options)
 }
@@ -330,6 +375,8 @@ struct Stage {
     drift_resync: Option<String>,
     /// How many resources the `scale-N` templates it applies deploy.
     resources: Spread,
+    /// Templates written as Radius's CLI writes them.
+    radius_shape: bool,
 }
 
 #[derive(Default)]
@@ -556,11 +603,27 @@ impl Stage {
             watches: vec![template_watch, resource_watch],
             drift_resync: None,
             resources: Spread::EVERY_THREE,
+            radius_shape: false,
         })
     }
 
     fn controller(&self) -> anyhow::Result<ControllerProcess> {
         self.controller_logging("warn")
+    }
+
+    /// The controller `options.controller` names: radwasm, or Radius's own
+    /// (with its `Recipe` CRD installed first).
+    async fn controller_of(&self, options: &Options) -> anyhow::Result<ControllerProcess> {
+        match (options.controller, &self.apiserver) {
+            (Controller::Radwasm, _) => self.controller(),
+            (Controller::Radius, ApiServer::Real(cluster)) => {
+                RadiusController::install_crds(&cluster.handle()).await?;
+                ControllerProcess::start_radius(cluster, &self.radius.base_url()).await
+            }
+            (Controller::Radius, ApiServer::Embedded(..)) => {
+                bail!("Radius's controller is measured on the real API server only")
+            }
+        }
     }
 
     /// A controller logging with this `RUST_LOG` filter.
@@ -598,7 +661,7 @@ impl Stage {
         templates
             .create(
                 &PostParams::default(),
-                &template_of(name, self.resources.of_name(name)),
+                &template_of(name, self.resources.of_name(name), self.radius_shape),
             )
             .await
             .with_context(|| format!("creating template {name}"))?;
@@ -761,15 +824,20 @@ fn format_cpu(parts: &[(String, f64)]) -> String {
         .join(", ")
 }
 
-/// Ready condition True for the current generation.
+/// Ready condition True for the current generation; for a controller that
+/// writes no conditions (Radius's own), phase `Ready` for it.
 fn is_ready(template: &DeploymentTemplate) -> bool {
     let generation = template.metadata.generation;
     template.status.as_ref().is_some_and(|status| {
-        status.observed_generation == generation
-            && status
+        let ready = if status.conditions.is_empty() {
+            status.phrase.as_deref() == Some("Ready")
+        } else {
+            status
                 .conditions
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True")
+        };
+        status.observed_generation == generation && ready
     })
 }
 
@@ -844,10 +912,31 @@ fn template_text(resources: usize) -> String {
 }
 
 fn template(name: &str) -> DeploymentTemplate {
-    template_of(name, 3)
+    template_of(name, 3, false)
 }
 
-fn template_of(name: &str, resources: usize) -> DeploymentTemplate {
+/// Template `name` deploying the fixture's first `resources` resources; in
+/// the shape Radius's CLI writes if `radius_shape` (what Radius's own
+/// controller reads), in radwasm's otherwise.
+fn template_of(name: &str, resources: usize, radius_shape: bool) -> DeploymentTemplate {
+    let (parameters, provider_config) = if radius_shape {
+        (
+            serde_json::json!({ "name": name }),
+            serde_json::json!({
+                "radius": {"type": "Radius", "value": {"scope": SCOPE}},
+                "deployments": {"type": "Microsoft.Resources", "value": {"scope": SCOPE}},
+            })
+            .to_string()
+            .into(),
+        )
+    } else {
+        (
+            serde_json::json!({"name": {"value": name}})
+                .to_string()
+                .into(),
+            ProviderConfig::radius(SCOPE).into(),
+        )
+    };
     let mut object = DeploymentTemplate::new(
         name,
         DeploymentTemplateSpec {
@@ -856,10 +945,8 @@ fn template_of(name: &str, resources: usize) -> DeploymentTemplate {
             } else {
                 template_text(resources)
             },
-            parameters: serde_json::json!({"name": {"value": name}})
-                .to_string()
-                .into(),
-            provider_config: ProviderConfig::radius(SCOPE).into(),
+            parameters,
+            provider_config,
             repository: None,
         },
     );
@@ -897,10 +984,18 @@ async fn wait_until<T>(
 
 /// `radwasm run` as a child process.
 struct ControllerProcess {
-    child: Child,
+    process: Process,
     log: PathBuf,
-    /// Its `/metrics`.
-    metrics_url: String,
+    /// Its `/metrics` (radwasm's counters; `None` for Radius's controller,
+    /// which has none of them).
+    metrics_url: Option<String>,
+}
+
+/// The controller a [`ControllerProcess`] runs.
+enum Process {
+    Radwasm(Child),
+    /// Radius's own, built from Radius's source (`--controller radius`).
+    Radius(RadiusController),
 }
 
 impl ControllerProcess {
@@ -940,17 +1035,45 @@ impl ControllerProcess {
             .spawn()
             .context("starting radwasm run")?;
         Ok(Self {
-            child,
+            process: Process::Radwasm(child),
             log,
-            metrics_url: format!("http://{metrics_address}/metrics"),
+            metrics_url: Some(format!("http://{metrics_address}/metrics")),
         })
     }
 
-    /// The controller's `/metrics` text.
+    /// Radius's own controller against the simulator at `radius_url`, on
+    /// the real API server `cluster`.
+    async fn start_radius(
+        cluster: &realkube::RealCluster,
+        radius_url: &str,
+    ) -> anyhow::Result<Self> {
+        let ucp = format!(
+            "{radius_url}{}",
+            radwasm_test_support::realradius::PATH_BASE
+        );
+        let theirs = RadiusController::start(&cluster.handle(), &ucp).await?;
+        Ok(Self {
+            log: theirs.log_path(),
+            process: Process::Radius(theirs),
+            metrics_url: None,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        match &self.process {
+            Process::Radwasm(child) => child.id(),
+            Process::Radius(theirs) => theirs.pid(),
+        }
+    }
+
+    /// The controller's `/metrics` text (empty for Radius's controller).
     async fn metrics(&self) -> anyhow::Result<String> {
-        let response = reqwest::get(&self.metrics_url)
+        let Some(url) = &self.metrics_url else {
+            return Ok(String::new());
+        };
+        let response = reqwest::get(url)
             .await
-            .with_context(|| format!("GET {}", self.metrics_url))?;
+            .with_context(|| format!("GET {url}"))?;
         Ok(response.error_for_status()?.text().await?)
     }
 
@@ -960,7 +1083,7 @@ impl ControllerProcess {
     }
 
     fn proc_status(&self, field: &str) -> Option<u64> {
-        proc_status_kib(self.child.id(), field)
+        proc_status_kib(self.pid(), field)
     }
 
     /// Peak resident set size so far, in KiB.
@@ -970,7 +1093,7 @@ impl ControllerProcess {
 
     /// User + system CPU seconds so far.
     fn cpu_seconds(&self) -> Option<f64> {
-        cpu_seconds(&self.child.id().to_string())
+        cpu_seconds(&self.pid().to_string())
     }
 
     fn log_tail(&self) -> String {
@@ -979,22 +1102,26 @@ impl ControllerProcess {
         lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
-    /// SIGTERM, then wait (SIGKILL after 20 s).
+    /// SIGTERM, then wait (SIGKILL after 20 s). Radius's controller is
+    /// stopped by its harness.
     fn stop(mut self) -> anyhow::Result<()> {
+        let Process::Radwasm(child) = &mut self.process else {
+            return Ok(());
+        };
         let _ = Command::new("kill")
             .arg("-TERM")
-            .arg(self.child.id().to_string())
+            .arg(child.id().to_string())
             .status();
         let started = Instant::now();
         loop {
-            if let Some(status) = self.child.try_wait()? {
+            if let Some(status) = child.try_wait()? {
                 if !status.success() {
                     bail!("controller exited with {status}:\n{}", self.log_tail());
                 }
                 return Ok(());
             }
             if started.elapsed() > Duration::from_secs(20) {
-                let _ = self.child.kill();
+                let _ = child.kill();
                 bail!("controller did not stop within 20 s of SIGTERM");
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -1004,9 +1131,12 @@ impl ControllerProcess {
 
 impl Drop for ControllerProcess {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        let Process::Radwasm(child) = &mut self.process else {
+            return;
+        };
+        if let Ok(None) = child.try_wait() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }
@@ -1105,6 +1235,7 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
     let mut stage = Stage::start(server, deploy, options.retry_after_secs).await?;
     stage.drift_resync = options.drift_resync.clone();
     stage.resources = options.resources;
+    stage.radius_shape = options.radius_shape;
     let resync = options
         .drift_resync
         .clone()
@@ -1117,7 +1248,16 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
             resources as f64 * window.as_secs_f64() / every.as_secs_f64()
         })
     };
-    let controller = stage.controller()?;
+    let controller = stage.controller_of(options).await?;
+    println!(
+        "controller: {:?}; templates in {} shape",
+        options.controller,
+        if options.radius_shape {
+            "Radius's CLI's"
+        } else {
+            "radwasm's"
+        }
+    );
     let run = scale_run(options, &stage, &controller, true).await?;
     let stats = stage.radius.stats();
     println!(
@@ -1167,40 +1307,47 @@ async fn scale(options: &Options, server: Server) -> anyhow::Result<()> {
         stats_end.deletes - stats_start.deletes,
     );
 
-    // Restart: SIGKILL (dropping the process kills it), a new process, and
-    // the time until it is idle again: for 3 s running, under 1 % of a core
-    // above what it spent idle before the kill (with drift checks on, their
-    // steady cost; with them off, plain "under 1 %").
-    let threshold = 0.01 + idle_share;
-    drop(controller);
-    let before = stage.radius.stats();
-    let restarted = Instant::now();
-    let controller = stage.controller()?;
-    let mut last = controller.cpu_seconds().unwrap_or(0.0);
-    let mut quiet = 0;
-    while quiet < 3 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = controller.cpu_seconds().unwrap_or(0.0);
-        quiet = if now - last < threshold { quiet + 1 } else { 0 };
-        last = now;
-        if restarted.elapsed() > Duration::from_secs(300) {
-            bail!(
-                "the restarted controller never went idle:\n{}",
-                controller.log_tail()
-            );
+    // Radius's controller is not restarted: its idle cost is not what is
+    // compared.
+    let controller = if options.controller == Controller::Radwasm {
+        // Restart: SIGKILL (dropping the process kills it), a new process, and
+        // the time until it is idle again: for 3 s running, under 1 % of a core
+        // above what it spent idle before the kill (with drift checks on, their
+        // steady cost; with them off, plain "under 1 %").
+        let threshold = 0.01 + idle_share;
+        drop(controller);
+        let before = stage.radius.stats();
+        let restarted = Instant::now();
+        let controller = stage.controller()?;
+        let mut last = controller.cpu_seconds().unwrap_or(0.0);
+        let mut quiet = 0;
+        while quiet < 3 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let now = controller.cpu_seconds().unwrap_or(0.0);
+            quiet = if now - last < threshold { quiet + 1 } else { 0 };
+            last = now;
+            if restarted.elapsed() > Duration::from_secs(300) {
+                bail!(
+                    "the restarted controller never went idle:\n{}",
+                    controller.log_tail()
+                );
+            }
         }
-    }
-    let after = stage.radius.stats();
-    let elapsed = restarted.elapsed();
-    println!(
-        "  restart after SIGKILL: idle again (under {:.2} % of a core for 3 s) {:.1} s after the start, controller CPU {:.1} s, {} deployment PUTs, {} Radius requests ({:.0} expected from drift checks)",
-        100.0 * threshold,
-        (elapsed - Duration::from_secs(3)).as_secs_f64(),
-        last,
-        after.deployment_puts - before.deployment_puts,
-        after.requests - before.requests,
-        drift_gets(elapsed),
-    );
+        let after = stage.radius.stats();
+        let elapsed = restarted.elapsed();
+        println!(
+            "  restart after SIGKILL: idle again (under {:.2} % of a core for 3 s) {:.1} s after the start, controller CPU {:.1} s, {} deployment PUTs, {} Radius requests ({:.0} expected from drift checks)",
+            100.0 * threshold,
+            (elapsed - Duration::from_secs(3)).as_secs_f64(),
+            last,
+            after.deployment_puts - before.deployment_puts,
+            after.requests - before.requests,
+            drift_gets(elapsed),
+        );
+        controller
+    } else {
+        controller
+    };
 
     delete_all(options, server, &stage, &controller, &run).await?;
     controller.stop()?;
