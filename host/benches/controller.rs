@@ -54,7 +54,9 @@
 //! source, `tests/radius/build.sh`) in radwasm's place, against the same
 //! simulator on the real API server, with the templates in the shape
 //! Radius's CLI writes; `--radius-shape` writes them so for radwasm too,
-//! so that both meet the same load. Radius's controller is not restarted. `--drift-resync D` is passed to every controller
+//! so that both meet the same load. Radius's controller is not restarted.
+//! `--phase-bound-secs N`: how long each `scale` phase may take before the
+//! run fails (default 600 s to all Ready, 1,200 s to all gone). `--drift-resync D` is passed to every controller
 //! started (except `resync`'s own settings); without it each runs with
 //! `radwasm run`'s default. The Radius simulator runs in this process on
 //! 127.0.0.1 and stops with it; the controller is a separate process so its
@@ -156,6 +158,9 @@ struct Options {
     delete_rate: Option<f64>,
     /// `scale`: which controller is measured.
     controller: Controller,
+    /// `scale`: how long each phase may take (to all Ready, to all gone)
+    /// before the run fails; `None`: 600 s and 1,200 s.
+    phase_bound: Option<Duration>,
     /// `scale`: write the templates as Radius's CLI writes them (parameters
     /// as a map of text, `providerConfig` as JSON text, with a
     /// `deployments` scope); always so for Radius's controller.
@@ -196,6 +201,7 @@ fn options() -> anyhow::Result<Options> {
         delete_rate: None,
         controller: Controller::Radwasm,
         radius_shape: false,
+        phase_bound: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -263,6 +269,9 @@ fn options() -> anyhow::Result<Options> {
                 }
             }
             "--radius-shape" => options.radius_shape = true,
+            "--phase-bound-secs" => {
+                options.phase_bound = Some(Duration::from_secs(number("--phase-bound-secs")?))
+            }
             "--apiserver" => {
                 options.servers = match args.next().as_deref() {
                     Some("embedded") => vec![Server::Embedded],
@@ -275,7 +284,7 @@ fn options() -> anyhow::Result<Options> {
                 options.benches.push(arg)
             }
             other => bail!(
-                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both, --real-apiserver, --apiserver-profile DIR, --delete-rate N, --resources N|A-B, --controller radwasm|radius, --radius-shape"
+                "unknown argument {other:?}; use time-to-ready, scale, resync, swap, shadow, selection, --reps N, --templates N, --deploy-ms N, --retry-after-secs N, --apply-concurrency N, --idle-secs N, --swaps N, --module-kib N, --swap-templates N, --module-file F.wasm, --rounds N, --policies N, --drift-resync D, --resync-settings D,D,..., --apiserver embedded|real|both, --real-apiserver, --apiserver-profile DIR, --delete-rate N, --resources N|A-B, --controller radwasm|radius, --radius-shape, --phase-bound-secs N"
             ),
         }
     }
@@ -1293,7 +1302,7 @@ async fn delete_all(
     let mut changes = stage.changes.clone();
     let (mut templates_gone, mut resources_gone, mut radius_gone) = (None, None, None);
     let mut report = Instant::now();
-    let timeout = Duration::from_secs(1200);
+    let timeout = options.phase_bound.unwrap_or(Duration::from_secs(1200));
     loop {
         changes.borrow_and_update();
         let (templates, resources, radius) = left();
@@ -1479,7 +1488,7 @@ async fn scale_run(
             }
         })
     };
-    let timeout = Duration::from_secs(600);
+    let timeout = options.phase_bound.unwrap_or(Duration::from_secs(600));
     let waited = stage
         .wait("every template Ready", timeout, |seen| {
             seen.templates_ready
