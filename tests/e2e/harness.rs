@@ -548,21 +548,8 @@ impl System {
     /// Stop the controller with SIGTERM and wait for a clean exit.
     pub fn stop_controller(&mut self) -> std::process::ExitStatus {
         let mut child = self.controller.take().expect("controller running");
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status();
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status;
-            }
-            if started.elapsed() > Duration::from_secs(20) {
-                let _ = child.kill();
-                panic!("controller did not stop within 20 s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        radwasm_test_support::terminate(&mut child, Duration::from_secs(20))
+            .expect("controller did not stop within 20 s of SIGTERM")
     }
 
     /// Wait until a controller's log mentions `text` (bounded, 30 s).

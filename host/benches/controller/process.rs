@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use radwasm_test_support::realkube;
@@ -139,23 +139,12 @@ impl ControllerProcess {
         let Process::Radwasm(child) = &mut self.process else {
             return Ok(());
         };
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status();
-        let started = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait()? {
-                if !status.success() {
-                    bail!("controller exited with {status}:\n{}", self.log_tail());
-                }
-                return Ok(());
+        match radwasm_test_support::terminate(child, Duration::from_secs(20)) {
+            Some(status) if !status.success() => {
+                bail!("controller exited with {status}:\n{}", self.log_tail())
             }
-            if started.elapsed() > Duration::from_secs(20) {
-                let _ = child.kill();
-                bail!("controller did not stop within 20 s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            Some(_) => Ok(()),
+            None => bail!("controller did not stop within 20 s of SIGTERM"),
         }
     }
 }

@@ -49,6 +49,31 @@ pub fn repository() -> PathBuf {
         .expect("the repository root")
 }
 
+/// Stop `child` as Kubernetes stops a container: SIGTERM, then up to `grace`
+/// for it to exit, then SIGKILL. Its exit status, or `None` if it had to be
+/// killed.
+pub fn terminate(
+    child: &mut std::process::Child,
+    grace: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let started = std::time::Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if started.elapsed() > grace {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The case files whose expected plan changed after the guests kept under
 /// `host/tests/fixtures/contract-*/` were built, as listed (relative to the
 /// repository) in `host/tests/fixtures/cases-changed-since.txt`.
