@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use radwasm::policy::{DecisionError, Limits, LoadedPolicy, PolicyEngine, check_case, embedded};
 use radwasm_policy_model::cases::load_cases;
 use radwasm_policy_model::{ObjectMeta, Observation, ResourceObservation, TemplateObservation};
-use radwasm_test_support::repository;
+use radwasm_test_support::{kept_guest_passes_cases, repository};
 
 fn guest(name: &str) -> PathBuf {
     PathBuf::from(env!("RADWASM_GUEST_DIR")).join(format!("{name}.wasm"))
@@ -58,17 +58,6 @@ fn passes_cases(policy: &LoadedPolicy, dir: &std::path::Path) -> usize {
         }
     }
     cases.len()
-}
-
-/// [`passes_cases`] for a guest kept as a fixture: it fails the cases
-/// changed since it was built (`host/tests/fixtures/cases-changed-since.txt`).
-fn kept_guest_passes_cases(policy: &LoadedPolicy, dir: &std::path::Path) -> usize {
-    radwasm_test_support::kept_guest_decides_as_then(
-        load_cases(dir).expect("cases").into_iter().map(|loaded| {
-            let outcome = check_case(policy, &loaded.case).map_err(|failed| failed.to_string());
-            (loaded.path, outcome)
-        }),
-    )
 }
 
 #[test]

@@ -88,29 +88,26 @@ pub fn cases_changed_since_kept_guests() -> Vec<PathBuf> {
         .collect()
 }
 
-/// Check a guest kept as a fixture against today's cases, given each case
-/// file and whether the guest passed it (or how it failed): every case
-/// passes except those [`cases_changed_since_kept_guests`] lists, which
-/// must fail (so the list cannot outlive the change it records). Panics
-/// naming the first case that does otherwise; the number of cases checked.
-pub fn kept_guest_decides_as_then(
-    outcomes: impl IntoIterator<Item = (PathBuf, Result<(), String>)>,
-) -> usize {
+/// Run every case under `dir` against `policy`, a guest kept as a fixture:
+/// every case passes except those [`cases_changed_since_kept_guests`]
+/// lists, which must fail (so the list cannot outlive the change it
+/// records). Panics naming the first case that does otherwise; the number
+/// of cases run.
+pub fn kept_guest_passes_cases(policy: &radwasm::policy::LoadedPolicy, dir: &Path) -> usize {
     let changed = cases_changed_since_kept_guests();
-    let mut checked = 0;
-    for (path, outcome) in outcomes {
-        let listed = changed.iter().any(|case| path.ends_with(case));
-        match (outcome, listed) {
+    let cases = radwasm_policy_model::cases::load_cases(dir).expect("cases");
+    for loaded in &cases {
+        let listed = changed.iter().any(|case| loaded.path.ends_with(case));
+        match (radwasm::policy::check_case(policy, &loaded.case), listed) {
             (Ok(()), false) | (Err(_), true) => {}
-            (Err(failed), false) => panic!("{}: {failed}", path.display()),
+            (Err(failed), false) => panic!("{}: {failed}", loaded.path.display()),
             (Ok(()), true) => panic!(
                 "{} is listed in host/tests/fixtures/cases-changed-since.txt, yet the kept guest passes it",
-                path.display()
+                loaded.path.display()
             ),
         }
-        checked += 1;
     }
-    checked
+    cases.len()
 }
 
 /// User + system CPU seconds of a process so far (`/proc/<pid>/stat`,
