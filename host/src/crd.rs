@@ -255,13 +255,13 @@ pub struct DeploymentTemplateStatus {
     pub resource: Option<String>,
     /// The Radius operation in flight, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operation: Option<ResourceOperation>,
+    pub operation: Option<Box<ResourceOperation>>,
     /// The last Radius request that failed before an operation began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed_request: Option<FailedRequest>,
+    pub failed_request: Option<Box<FailedRequest>>,
     /// Deployments of the current spec that failed in a row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_failure: Option<LastFailure>,
+    pub last_failure: Option<Box<LastFailure>>,
     /// When the controller last saw a deployment of this template succeed
     /// (RFC 3339, microseconds); the drift check compares with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -325,7 +325,7 @@ pub struct DeploymentResourceSpec {
     /// Not written by this controller (nor by Radius's); accepted on objects
     /// an earlier version wrote with the owner template's provider config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider_config: Option<ProviderConfig>,
+    pub provider_config: Option<Box<ProviderConfig>>,
 }
 
 /// Observed state of a `DeploymentResource`.
@@ -340,13 +340,13 @@ pub struct DeploymentResourceStatus {
     pub observed_generation: Option<i64>,
     /// The Radius deletion in flight, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operation: Option<ResourceOperation>,
+    pub operation: Option<Box<ResourceOperation>>,
     /// The last Radius DELETE that failed before an operation began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed_request: Option<FailedRequest>,
+    pub failed_request: Option<Box<FailedRequest>>,
     /// DELETEs of this resource that failed in a row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_failure: Option<LastFailure>,
+    pub last_failure: Option<Box<LastFailure>>,
     /// When the controller's drift check that first found the Radius
     /// resource missing was sent (RFC 3339, microseconds); cleared when a
     /// check finds it again.

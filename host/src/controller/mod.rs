@@ -5,6 +5,7 @@
 //! plan says. This module holds what every stage shares (the [`Context`], the
 //! [`Error`], the [`Options`]); [`watches`] wires the watches to the runner.
 
+pub mod cached;
 pub mod deployment_records;
 pub mod drift;
 pub mod driver;

@@ -123,7 +123,7 @@ pub fn watch(
         watcher::Config::default(),
     )
     .default_backoff()
-    .modify(|namespace| namespace.metadata.managed_fields = None)
+    .modify(super::cached::slim)
     .reflect(writer)
     .filter_map(move |event| {
         futures::future::ready(match event {

@@ -115,8 +115,8 @@ pub async fn template(
     let operation = operation(
         ctx,
         &super::object::key(object),
-        status.operation.as_ref(),
-        status.failed_request.as_ref(),
+        status.operation.as_deref(),
+        status.failed_request.as_deref(),
     )
     .await;
     let just_deployed: &[String] = match operation.as_ref().map(|op| &op.result) {
@@ -124,7 +124,7 @@ pub async fn template(
         _ => &[],
     };
     let owned_resources = owned_resources(object, ctx, caches, just_deployed, now);
-    let last_failure = failure_record(status.last_failure.as_ref(), operation.as_ref());
+    let last_failure = failure_record(status.last_failure.as_deref(), operation.as_ref());
     let dependencies = dependencies(object, caches);
     let dependency_cycle = dependency_cycle(&object.name_any(), |name| {
         caches
@@ -383,11 +383,11 @@ pub async fn resource(
     let operation = operation(
         ctx,
         &super::object::key(object),
-        status.operation.as_ref(),
-        status.failed_request.as_ref(),
+        status.operation.as_deref(),
+        status.failed_request.as_deref(),
     )
     .await;
-    let last_failure = failure_record(status.last_failure.as_ref(), operation.as_ref());
+    let last_failure = failure_record(status.last_failure.as_deref(), operation.as_ref());
     let missing_age_ms = super::drift::missing_age_ms(ctx, object, &status).await;
     Ok(model::ResourceObservation {
         meta: meta(object.meta()),

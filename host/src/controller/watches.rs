@@ -283,7 +283,7 @@ fn watch_templates(
     let (template_store, template_writer) = reflector::store();
     let template_trigger = watcher(templates, watched)
         .default_backoff()
-        .modify(drop_managed_fields)
+        .modify(super::cached::slim)
         .inspect_ok(forget_deleted::<DeploymentTemplate>(ctx.clone()))
         .reflect(template_writer)
         .inspect_ok({
@@ -329,7 +329,7 @@ fn watch_resources(
     let (resource_store, resource_writer) = reflector::store();
     let resource_trigger = watcher(resources, watched)
         .default_backoff()
-        .modify(drop_managed_fields)
+        .modify(super::cached::slim)
         .inspect_ok(forget_deleted::<DeploymentResource>(ctx.clone()))
         .reflect(resource_writer)
         // After the cache, so a child the index names is in the cache; and
@@ -415,13 +415,6 @@ fn received<T: Send + 'static>(
     futures::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|item| (item, receiver))
     })
-}
-
-/// The cached copies keep no `managedFields`: nothing here reads them
-/// (every write is a merge patch), and at some hundreds of bytes an object
-/// they are a large share of the cache.
-fn drop_managed_fields<K: Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
 }
 
 /// The object a watch event is about: one applied or deleted, or none (the
